@@ -1,0 +1,188 @@
+"""The broker: which identity a request names, and its credential from memory or the store.
+
+Qt-free and transport-free: the IPC service calls it, the tray will call it, tests call it.
+One lock per identity makes concurrent callers of the same identity share one fetch (single
+flight) while other identities go on.
+"""
+
+import threading
+from collections import deque
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+from app.errors import CredentialError, UsageError
+from app.model import (
+    OIDC,
+    CallRecord,
+    Credential,
+    Identity,
+    IdentityState,
+)
+from app.stored import StoredCredentials
+from exec_helper.options import HelperOptions
+
+MAX_RECORDS = 500
+
+
+def utcnow() -> datetime:
+    """The clock the broker uses unless a test gives it another."""
+    return datetime.now(UTC)
+
+
+def identity_for(opts: HelperOptions) -> Identity:
+    """The identity a request names: a stored credential, or an OIDC login."""
+    if opts.stored:
+        return Identity(key=f"stored:{opts.stored}", name=opts.stored, kind="stored")
+    if opts.oidc_issuer_url and opts.oidc_client_id:
+        scopes = ",".join(sorted(set(opts.oidc_extra_scope)))
+        params = ",".join(f"{k}={v}" for k, v in sorted(opts.oidc_auth_request_extra_params))
+        key = "|".join(
+            ["oidc", opts.oidc_issuer_url, opts.oidc_client_id, scopes, params, opts.username or ""]
+        )
+        host = urlsplit(opts.oidc_issuer_url).netloc or opts.oidc_issuer_url
+        user = f"{opts.username}/" if opts.username else ""
+        return Identity(key=key, name=f"{user}{opts.oidc_client_id}@{host}", kind=OIDC)
+    raise UsageError(
+        "kubetray-exec was not told which credential to serve",
+        "give --stored NAME, or --oidc-issuer-url and --oidc-client-id, in the exec args or in "
+        "the cluster's client.authentication.k8s.io/exec extension",
+    )
+
+
+class Broker:
+    """Identities, their credentials, and the record of calls."""
+
+    def __init__(
+        self,
+        stored: StoredCredentials,
+        clock: Callable[[], datetime] = utcnow,
+        started: datetime | None = None,
+    ) -> None:
+        self._stored = stored
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._states: dict[str, IdentityState] = {}
+        self._flights: dict[str, threading.Lock] = {}
+        self._records: deque[CallRecord] = deque(maxlen=MAX_RECORDS)
+        self.started = started or clock()
+
+    def _state(self, identity: Identity) -> tuple[IdentityState, threading.Lock]:
+        with self._lock:
+            state = self._states.get(identity.key)
+            if state is None:
+                state = self._states[identity.key] = IdentityState(identity)
+            return state, self._flights.setdefault(identity.key, threading.Lock())
+
+    def get_credential(
+        self, opts: HelperOptions, cluster: str | None = None, skip_cache: bool = False
+    ) -> tuple[Identity, Credential]:
+        """The credential for the identity ``opts`` names, fetched at most once at a time."""
+        identity = identity_for(opts)
+        state, flight = self._state(identity)
+        with flight:
+            now = self._clock()
+            state.last_used = now
+            state.calls += 1
+            if cluster:
+                state.clusters.add(cluster)
+            try:
+                credential = state.credential
+                if credential is None or skip_cache or opts.force_refresh:
+                    credential = self._fetch(identity)
+                if credential.expires is not None and credential.expires <= now:
+                    raise CredentialError(
+                        f"the credential {identity.name} expired at "
+                        f"{credential.expires:%Y-%m-%d %H:%M:%S}Z",
+                        f"store a new one: kubetray store {identity.name} ...",
+                    )
+            except Exception as e:
+                state.last_error = getattr(e, "message", None) or str(e)
+                raise
+            state.credential, state.last_error = credential, None
+            return identity, credential
+
+    def _fetch(self, identity: Identity) -> Credential:
+        if identity.kind == OIDC:
+            raise CredentialError(
+                f"login required for {identity.name}",
+                "this kubetray build serves stored credentials only; OIDC sign-in is not "
+                "available yet (use kubetray store)",
+            )
+        stored = self._stored.load(identity.name)
+        return Credential(
+            token=stored.token,
+            certificate_pem=stored.certificate_pem,
+            key_pem=stored.key_pem,
+            expires=stored.not_after,
+            subject=stored.subject,
+        )
+
+    def invalidate(self, name: str) -> None:
+        """Forget a cached stored credential (it was stored again or removed)."""
+        with self._lock:
+            state = self._states.get(f"stored:{name}")
+            if state is not None:
+                state.credential = None
+
+    def record(self, rec: CallRecord) -> None:
+        """Add a call to the record (most recent last)."""
+        with self._lock:
+            self._records.append(rec)
+
+    def calls(self, limit: int = 100) -> list[CallRecord]:
+        """The most recent calls, newest first."""
+        with self._lock:
+            return list(self._records)[-limit:][::-1]
+
+    def status(self) -> dict[str, Any]:
+        """Every identity known to this agent or the store, with its state."""
+        now = self._clock()
+        with self._lock:
+            states = dict(self._states)
+            ok = sum(1 for r in self._records if r.ok)
+            failed = len(self._records) - ok
+        identities: dict[str, dict[str, Any]] = {}
+        for info in self._stored.list():
+            expires = datetime.fromisoformat(info.not_after) if info.not_after else None
+            identities[f"stored:{info.name}"] = {
+                "name": info.name,
+                "kind": info.kind,
+                "state": "expired" if expires and expires <= now else "ready",
+                "expires": expires.isoformat() if expires else None,
+                "subject": info.subject,
+                "calls": 0,
+                "last_used": None,
+                "clusters": [],
+                "error": None,
+            }
+        for key, state in states.items():
+            entry = identities.setdefault(
+                key,
+                {
+                    "name": state.identity.name,
+                    "kind": state.identity.kind,
+                    "state": "needs login" if state.identity.kind == OIDC else "unknown",
+                    "expires": None,
+                    "subject": None,
+                },
+            )
+            cred = state.credential
+            if cred is not None:
+                entry["expires"] = cred.expires.isoformat() if cred.expires else None
+                entry["state"] = "expired" if cred.expires and cred.expires <= now else "ready"
+            if state.last_error:
+                entry["state"] = "error" if state.identity.kind != OIDC else "needs login"
+            entry.update(
+                calls=state.calls,
+                last_used=state.last_used.isoformat() if state.last_used else None,
+                clusters=sorted(state.clusters),
+                error=state.last_error,
+            )
+        return {
+            "started": self.started.isoformat(),
+            "identities": list(identities.values()),
+            "calls": {"ok": ok, "failed": failed},
+        }
+

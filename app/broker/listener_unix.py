@@ -1,0 +1,120 @@
+"""The agent's end of the Unix socket: a private directory, one agent per user, peer uids.
+
+The directory is created 0700 and re-checked (owner, mode, no symlink) with the same check
+kubetray-exec applies; a lock file held for the agent's lifetime makes a second agent fail
+fast; a leftover socket is removed only after a probe finds nobody listening.
+"""
+
+import contextlib
+import errno
+import fcntl
+import os
+import socket
+
+from app.errors import AgentRunning, AppError
+from exec_helper import paths
+from exec_helper.errors import UnsafeRuntimeDir
+from exec_helper.transport_unix import check_private_dir, peer_credentials
+
+
+def ensure_private_dir(path: str) -> None:
+    """Create ``path`` 0700 (parents too), or accept it if it is ours and private."""
+    parent = os.path.dirname(path)
+    if parent:
+        os.makedirs(parent, mode=0o700, exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(path, 0o700)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError as e:
+        if e.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise AppError(
+                f"refusing the socket directory {path}: it is a symlink or not a directory",
+                "remove it, then start kubetray again",
+            ) from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if st.st_uid != os.getuid():
+            raise AppError(
+                f"refusing the socket directory {path}: it belongs to uid {st.st_uid}",
+                "someone else created it: remove it (or set KUBETRAY_RUNTIME_DIR elsewhere)",
+            )
+        if st.st_mode & 0o077:
+            os.fchmod(fd, 0o700)  # ours, but too open: tighten rather than refuse
+    finally:
+        os.close(fd)
+    try:
+        check_private_dir(path)
+    except UnsafeRuntimeDir as e:
+        raise AppError(str(e)) from None
+
+
+class UnixListener:
+    """Owns the lock file and the listening socket."""
+
+    def __init__(self, directory: str | None = None) -> None:
+        self.directory = directory or paths.runtime_dir()
+        self.address = os.path.join(self.directory, paths.SOCKET_NAME)
+        self._lock_fd: int | None = None
+        self._sock: socket.socket | None = None
+
+    def open(self) -> None:
+        """Take the per-user lock, clear a stale socket, bind and listen."""
+        ensure_private_dir(self.directory)
+        lock_path = os.path.join(self.directory, paths.LOCK_NAME)
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pid = os.read(fd, 32).decode(errors="replace").strip() or "?"
+            os.close(fd)
+            raise AgentRunning(
+                f"a kubetray agent is already running for this user (pid {pid})",
+                "kubetray status shows what it serves",
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._lock_fd = fd
+        if os.path.lexists(self.address):
+            self._remove_stale()
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old_umask = os.umask(0o177)
+        try:
+            sock.bind(self.address)
+        finally:
+            os.umask(old_umask)
+        sock.listen(128)
+        self._sock = sock
+
+    def _remove_stale(self) -> None:
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        probe.settimeout(1.0)
+        try:
+            probe.connect(self.address)
+        except OSError:
+            os.unlink(self.address)  # nobody answers: a killed agent's leftover
+            return
+        finally:
+            probe.close()
+        raise AgentRunning(f"something already answers on {self.address}")
+
+    def accept(self) -> tuple[socket.socket, int | None, int]:
+        """The next connection with its peer's (pid, uid)."""
+        assert self._sock is not None, "open() first"
+        conn, _ = self._sock.accept()
+        pid, uid = peer_credentials(conn)  # type: ignore[arg-type]
+        return conn, pid, uid
+
+    def close(self) -> None:
+        """Stop listening, remove the socket, release the lock."""
+        if self._sock is not None:
+            with contextlib.suppress(OSError):
+                self._sock.shutdown(socket.SHUT_RDWR)
+            self._sock.close()
+            self._sock = None
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.address)
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None

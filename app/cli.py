@@ -1,0 +1,186 @@
+"""The kubetray command line: the one place that prints to a console and picks exit codes."""
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+
+
+from app import __version__
+from app.errors import AgentNotRunning, AppError, CredentialError, UsageError
+
+
+def _read(path: str, what: str) -> bytes:
+    if path == "-":
+        return sys.stdin.buffer.read()
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as e:
+        raise UsageError(f"cannot read the {what} {path}: {e.strerror}") from None
+
+
+def _notify_agent(name: str) -> None:
+    """Tell a running agent to drop its copy; no agent is fine."""
+    from app.broker import client
+
+    try:
+        client.call("invalidate", name=name)
+    except AppError:
+        pass
+
+
+def cmd_agent(_args: argparse.Namespace) -> int:
+    from app import agent
+
+    return agent.run()
+
+
+def cmd_store(args: argparse.Namespace) -> int:
+    from app import compose, stored
+
+    now = datetime.now(UTC)
+    if args.token_file and (args.client_certificate or args.client_key):
+        raise UsageError("give either --token-file or --client-certificate with --client-key")
+    if args.token_file:
+        text = _read(args.token_file, "token file").decode("utf-8", "replace")
+        source = "standard input" if args.token_file == "-" else args.token_file
+        cred = stored.token_credential(args.name, text, source, now)
+    elif args.client_certificate and args.client_key:
+        cred = stored.certificate_credential(
+            args.name,
+            _read(args.client_certificate, "certificate file"),
+            _read(args.client_key, "key file"),
+            args.client_certificate,
+            args.client_key,
+            now,
+        )
+    else:
+        raise UsageError(
+            "nothing to store",
+            "give --token-file FILE, or --client-certificate FILE and --client-key FILE",
+        )
+    compose.stored_credentials().save(cred, now)
+    _notify_agent(cred.name)
+    expiry = f", valid until {cred.not_after:%Y-%m-%d %H:%M} UTC" if cred.not_after else ""
+    print(f"stored {cred.name} ({cred.kind}{expiry}) in the OS keyring")
+    print(f"kubeconfig: user.exec.command kubetray-exec, args [--stored, {cred.name}]")
+    return 0
+
+
+def cmd_forget(args: argparse.Namespace) -> int:
+    from app import compose
+
+    if not compose.stored_credentials().remove(args.name):
+        raise CredentialError(f"no stored credential named {args.name!r}", "kubetray status lists them")
+    _notify_agent(args.name)
+    print(f"forgot {args.name}")
+    return 0
+
+
+def _when(iso: str | None, now: datetime) -> str:
+    if not iso:
+        return "-"
+    when = datetime.fromisoformat(iso)
+    left = when - now
+    if left.total_seconds() <= 0:
+        return f"{when:%Y-%m-%d %H:%M} UTC (expired)"
+    days, secs = left.days, left.seconds
+    rel = f"{days}d" if days else f"{secs // 3600}h{secs % 3600 // 60:02d}m"
+    return f"{when:%Y-%m-%d %H:%M} UTC (in {rel})"
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from app import compose
+    from app.broker import client
+
+    try:
+        doc = client.call_json("status")
+    except AgentNotRunning:
+        stored = compose.stored_credentials().list()
+        doc = {
+            "agent": None,
+            "identities": [
+                {"name": s.name, "kind": s.kind, "state": "stored", "expires": s.not_after,
+                 "subject": s.subject, "calls": 0}
+                for s in stored
+            ],
+        }
+    if args.json:
+        print(json.dumps(doc, indent=2))
+        return 0
+    agent = doc.get("agent")
+    if agent:
+        print(f"agent: running (pid {agent['pid']}, kubetray {agent['version']})")
+    else:
+        print("agent: not running (kubetray-exec starts it when kubectl needs a credential)")
+    rows = doc.get("identities") or []
+    if not rows:
+        print("no identities yet: kubetray store NAME --token-file FILE adds one")
+        return 0
+    now = datetime.now(UTC)
+    table = [("NAME", "KIND", "STATE", "EXPIRES", "CALLS")]
+    table += [
+        (r["name"], r["kind"], r["state"], _when(r.get("expires"), now), str(r.get("calls", 0)))
+        for r in rows
+    ]
+    widths = [max(len(row[i]) for row in table) for i in range(5)]
+    for row in table:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    for r in rows:
+        if r.get("error"):
+            print(f"{r['name']}: {r['error']}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """kubetray's commands."""
+    parser = argparse.ArgumentParser(
+        prog="kubetray", description="Log in to Kubernetes clusters; serve kubectl's credentials."
+    )
+    parser.add_argument("--version", action="version", version=f"kubetray {__version__}")
+    parser.add_argument("--verbose", action="store_true", help="show tracebacks on errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("agent", help="run the headless agent in the foreground")
+    p.set_defaults(func=cmd_agent)
+
+    p = sub.add_parser("status", help="identities with their state and expiry")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_status)
+
+    p = sub.add_parser("store", help="keep a static credential in the OS keyring")
+    p.add_argument("name", help="the name kubeconfig will use: kubetray-exec --stored NAME")
+    p.add_argument("--token-file", metavar="FILE", help="a bearer token (- reads stdin)")
+    p.add_argument("--client-certificate", metavar="FILE", help="PEM client certificate (chain)")
+    p.add_argument("--client-key", metavar="FILE", help="PEM private key of that certificate")
+    p.set_defaults(func=cmd_store)
+
+    p = sub.add_parser("forget", help="remove a stored credential from the keyring")
+    p.add_argument("name")
+    p.set_defaults(func=cmd_forget)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; errors become `error:`/`hint:` lines and the error's exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    func: Callable[[argparse.Namespace], int] | None = getattr(args, "func", None)
+    if func is None:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return func(args)
+    except AppError as e:
+        if args.verbose:
+            raise
+        print(f"error: {e.message}", file=sys.stderr)
+        if e.hint:
+            print(f"hint: {e.hint}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        return 130
+
+

@@ -1,0 +1,46 @@
+"""Typed errors: a message in the user's words, a hint saying what to do, an exit code.
+
+The CLI prints them as ``error: ...`` / ``hint: ...``; the agent sends them to kubetray-exec
+as one line; the tray (later) shows them as notifications.
+"""
+
+
+class AppError(Exception):
+    """Base of every error kubetray reports to a person."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def one_line(self) -> str:
+        """Message and hint on one line (what kubetray-exec prints for kubectl)."""
+        return f"{self.message}; {self.hint}" if self.hint else self.message
+
+
+class UsageError(AppError):
+    """The command line or the kubeconfig asks for something impossible."""
+
+    exit_code = 2
+
+
+class StoreError(AppError):
+    """The OS keyring failed, or what it holds is unusable."""
+
+
+class StoreUnavailable(StoreError):
+    """No usable OS keyring (none installed, locked, or not answering)."""
+
+
+class CredentialError(AppError):
+    """A credential cannot be served: unknown, expired, invalid."""
+
+
+class AgentRunning(AppError):
+    """Another agent already serves this user."""
+
+
+class AgentNotRunning(AppError):
+    """A command needed the agent and none answers."""

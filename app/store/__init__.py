@@ -1,0 +1,1 @@
+"""Where secrets live: the OS keyring, and nowhere else in plaintext."""

@@ -1,0 +1,194 @@
+"""The OS keyring (through ``keyring``), with large secrets sealed in files under a keyring key.
+
+Small values go into one keyring item each. Larger ones (Windows Credential Manager caps an item
+at 2.5 KB; a certificate chain and its key exceed that) are encrypted with AES-256-GCM under a
+data key that lives only in the keyring; the ciphertext sits in ``<config>/secrets/`` and the
+keyring item names the file. The item key is the AEAD associated data, so one sealed file
+cannot stand in for another. Nothing secret ever reaches disk in plaintext.
+"""
+
+import base64
+import hashlib
+import os
+import secrets
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from app.errors import StoreError, StoreUnavailable
+
+SERVICE = "kubetray"
+DATA_KEY_ITEM = "kubetray/data-key"
+INLINE_LIMIT = 1024
+"""Bytes stored directly in an item; base64 makes 1 KiB ≈ 1.4 KB, under every platform's cap."""
+TIMEOUT = 15.0
+"""A keyring can block on an unlock prompt nobody sees; never hang a caller on it."""
+
+_INLINE, _SEALED = "inline:", "sealed:"
+_REMEDY = (
+    "kubetray keeps secrets only in the OS keyring: on Linux start and unlock a Secret Service "
+    "provider (gnome-keyring, KWallet, KeePassXC) in your desktop session"
+)
+T = TypeVar("T")
+
+
+class KeyringSecretStore:
+    """SecretStore on the OS keyring."""
+
+    def __init__(self, sealed_dir: str, timeout: float = TIMEOUT) -> None:
+        self._sealed_dir = sealed_dir
+        self._timeout = timeout
+        self._lock = threading.Lock()
+
+    # -- the keyring, behind a timeout and one error translation ----------------------------
+
+    def _call(self, fn: Callable[..., T], *args: Any) -> T:
+        box: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                box["value"] = fn(*args)
+            except BaseException as e:
+                box["error"] = e
+
+        worker = threading.Thread(target=run, name="keyring", daemon=True)
+        worker.start()
+        worker.join(self._timeout)
+        if worker.is_alive():
+            raise StoreUnavailable(
+                f"the OS keyring did not answer within {self._timeout:.0f} s",
+                "it may be waiting for an unlock prompt: unlock it and try again",
+            )
+        if "error" in box:
+            raise _translate(box["error"]) from box["error"]
+        return box["value"]  # type: ignore[no-any-return]
+
+    def _backend(self) -> Any:
+        import keyring
+
+        backend = keyring.get_keyring()
+        name = f"{type(backend).__module__}.{type(backend).__name__}"
+        if "fail" in name.split(".") or "Plaintext" in name or "null" in name.split("."):
+            raise StoreUnavailable(f"no usable OS keyring (keyring chose {name})", _REMEDY)
+        return backend
+
+    def _get_item(self, key: str) -> str | None:
+        return self._call(lambda: self._backend().get_password(SERVICE, key))
+
+    def _set_item(self, key: str, value: str) -> None:
+        self._call(lambda: self._backend().set_password(SERVICE, key, value))
+
+    def _delete_item(self, key: str) -> bool:
+        import keyring.errors
+
+        def delete() -> bool:
+            try:
+                self._backend().delete_password(SERVICE, key)
+            except keyring.errors.PasswordDeleteError:
+                return False
+            return True
+
+        return self._call(delete)
+
+    # -- sealed files -------------------------------------------------------------------------
+
+    def _data_key(self) -> bytes:
+        encoded = self._get_item(DATA_KEY_ITEM)
+        if encoded is None:
+            encoded = base64.b64encode(AESGCM.generate_key(bit_length=256)).decode()
+            self._set_item(DATA_KEY_ITEM, encoded)
+        return base64.b64decode(encoded)
+
+    def _sealed_path(self, key: str) -> str:
+        name = hashlib.sha256(key.encode()).hexdigest()[:32] + ".sealed"
+        return os.path.join(self._sealed_dir, name)
+
+    def _seal(self, key: str, value: bytes) -> str:
+        nonce = secrets.token_bytes(12)
+        blob = nonce + AESGCM(self._data_key()).encrypt(nonce, value, key.encode())
+        os.makedirs(self._sealed_dir, mode=0o700, exist_ok=True)
+        path = self._sealed_path(key)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(blob)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        return os.path.basename(path)
+
+    def _unseal(self, key: str, filename: str) -> bytes:
+        path = os.path.join(self._sealed_dir, os.path.basename(filename))
+        try:
+            with open(path, "rb") as f:
+                blob = f.read()
+        except FileNotFoundError:
+            raise StoreError(
+                f"the sealed secret file for {key} is missing ({path})",
+                "store the credential again",
+            ) from None
+        try:
+            return AESGCM(self._data_key()).decrypt(blob[:12], blob[12:], key.encode())
+        except Exception:
+            raise StoreError(
+                f"the sealed secret file for {key} does not decrypt with the keyring's key",
+                "store the credential again",
+            ) from None
+
+    # -- SecretStore --------------------------------------------------------------------------
+
+    def get(self, key: str) -> bytes | None:
+        item = self._get_item(key)
+        if item is None:
+            return None
+        if item.startswith(_INLINE):
+            return base64.b64decode(item[len(_INLINE) :])
+        if item.startswith(_SEALED):
+            return self._unseal(key, item[len(_SEALED) :])
+        raise StoreError(f"the keyring item for {key} is not one kubetray wrote")
+
+    def set(self, key: str, value: bytes) -> None:
+        with self._lock:
+            if len(value) <= INLINE_LIMIT:
+                self._set_item(key, _INLINE + base64.b64encode(value).decode())
+                self._remove_sealed(key)
+            else:
+                self._set_item(key, _SEALED + self._seal(key, value))
+
+    def delete(self, key: str) -> bool:
+        with self._lock:
+            removed = self._delete_item(key)
+            return self._remove_sealed(key) or removed
+
+    def _remove_sealed(self, key: str) -> bool:
+        try:
+            os.remove(self._sealed_path(key))
+        except FileNotFoundError:
+            return False
+        return True
+
+
+def _translate(error: BaseException) -> BaseException:
+    """Native keyring errors → StoreError with a remedy; everything else unchanged."""
+    if isinstance(error, StoreError):
+        return error
+    try:
+        import keyring.errors as ke
+    except ImportError:  # pragma: no cover - keyring is a dependency
+        return error
+    if isinstance(error, ke.NoKeyringError):
+        return StoreUnavailable("no OS keyring is available", _REMEDY)
+    if isinstance(error, ke.KeyringLocked):
+        return StoreUnavailable("the OS keyring is locked", "unlock it and try again")
+    if isinstance(error, ke.InitError):
+        return StoreUnavailable(f"the OS keyring could not be opened: {error}", _REMEDY)
+    if isinstance(error, ke.KeyringError):
+        return StoreError(f"the OS keyring failed: {error}")
+    if isinstance(error, Exception) and type(error).__module__.split(".")[0] in (
+        "secretstorage",
+        "jeepney",
+    ):
+        return StoreUnavailable(f"the Secret Service failed: {error}", _REMEDY)
+    return error

@@ -1,0 +1,23 @@
+"""An in-memory SecretStore, for tests and for a session that wants no persistence."""
+
+import threading
+
+
+class MemorySecretStore:
+    """Secrets in a dict; gone when the process exits."""
+
+    def __init__(self) -> None:
+        self._items: dict[str, bytes] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> bytes | None:
+        with self._lock:
+            return self._items.get(key)
+
+    def set(self, key: str, value: bytes) -> None:
+        with self._lock:
+            self._items[key] = bytes(value)
+
+    def delete(self, key: str) -> bool:
+        with self._lock:
+            return self._items.pop(key, None) is not None

@@ -1,0 +1,19 @@
+"""The SecretStore capability: get, set, delete opaque secrets by key."""
+
+from typing import Protocol
+
+
+class SecretStore(Protocol):
+    """A place for secrets. Implementations raise StoreError / StoreUnavailable."""
+
+    def get(self, key: str) -> bytes | None:
+        """The secret stored under ``key``, or None."""
+        ...
+
+    def set(self, key: str, value: bytes) -> None:
+        """Store ``value`` under ``key``, replacing what was there."""
+        ...
+
+    def delete(self, key: str) -> bool:
+        """Remove ``key``; False when there was nothing to remove."""
+        ...

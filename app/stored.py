@@ -1,0 +1,227 @@
+"""Stored credentials: a bearer token, or a client certificate and key, kept in the keyring.
+
+KEP-541's point is that static credentials should not sit in plaintext kubeconfig files. A
+stored credential's secret lives in the SecretStore; a small non-secret index (name, kind,
+expiry, certificate subject) in the config directory lets ``kubetray status`` list them without
+touching the keyring.
+"""
+
+import base64
+import binascii
+import json
+import os
+import re
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+
+from app.errors import CredentialError, UsageError
+from app.store.secret_store import SecretStore
+
+TOKEN = "token"
+CLIENT_CERTIFICATE = "client-certificate"
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@:-]{0,127}$")
+_TOKEN_CHARS = re.compile(r"^[\x21-\x7e]+$")
+_KEY_PREFIX = "stored/"
+
+
+@dataclass(frozen=True)
+class StoredCredential:
+    """A credential kubetray serves as it is (no login, no refresh)."""
+
+    name: str
+    token: str | None = None
+    certificate_pem: str | None = None
+    """Leaf first, then any intermediates."""
+    key_pem: str | None = None
+    not_after: datetime | None = None
+    subject: str | None = None
+
+    @property
+    def kind(self) -> str:
+        return TOKEN if self.token else CLIENT_CERTIFICATE
+
+    def to_bytes(self) -> bytes:
+        doc = asdict(self)
+        doc["not_after"] = self.not_after.isoformat() if self.not_after else None
+        return json.dumps(doc).encode()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> "StoredCredential":
+        doc = json.loads(data)
+        if doc.get("not_after"):
+            doc["not_after"] = datetime.fromisoformat(doc["not_after"])
+        return cls(**doc)
+
+
+@dataclass(frozen=True)
+class StoredInfo:
+    """The non-secret facts about a stored credential."""
+
+    name: str
+    kind: str
+    not_after: str | None
+    subject: str | None
+    stored_at: str
+
+
+def check_name(name: str) -> str:
+    """A name is what kubeconfig writes after --stored: keep it simple and unambiguous."""
+    if not _NAME.match(name):
+        raise UsageError(
+            f"invalid credential name {name!r}",
+            "use letters, digits and . _ @ : - (at most 128), starting with a letter or digit",
+        )
+    return name
+
+
+def _jwt_expiry(token: str) -> datetime | None:
+    """The ``exp`` of a JWT-shaped token (unverified: only to tell kubectl when to ask again)."""
+    parts = token.split(".")
+    if len(parts) != 3:
+        return None
+    try:
+        payload = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
+    except (ValueError, binascii.Error):
+        return None
+    exp = payload.get("exp") if isinstance(payload, dict) else None
+    if isinstance(exp, int | float) and not isinstance(exp, bool):
+        return datetime.fromtimestamp(exp, UTC)
+    return None
+
+
+def token_credential(name: str, text: str, source: str, now: datetime) -> StoredCredential:
+    """Validate a bearer token read from ``source`` (a file name, for messages)."""
+    token = text.strip()
+    if not token:
+        raise CredentialError(f"{source} holds no token", "give the file that holds the token")
+    if not _TOKEN_CHARS.match(token):
+        raise CredentialError(
+            f"the token in {source} has spaces, line breaks or non-ASCII characters inside",
+            "a bearer token is one line of printable characters: check the file",
+        )
+    expiry = _jwt_expiry(token)
+    if expiry is not None and expiry <= now:
+        raise CredentialError(f"the token in {source} expired at {expiry:%Y-%m-%d %H:%M:%S}Z")
+    return StoredCredential(name=check_name(name), token=token, not_after=expiry)
+
+
+def certificate_credential(
+    name: str, cert_pem: bytes, key_pem: bytes, cert_source: str, key_source: str, now: datetime
+) -> StoredCredential:
+    """Validate a client certificate (chain) and its private key, both PEM."""
+    try:
+        chain = x509.load_pem_x509_certificates(cert_pem)
+    except ValueError:
+        raise CredentialError(f"{cert_source} holds no PEM certificate") from None
+    try:
+        key = serialization.load_pem_private_key(key_pem, password=None)
+    except TypeError:
+        raise CredentialError(
+            f"the private key in {key_source} is encrypted",
+            "kubectl needs an unencrypted key: decrypt it into a file only you can read, store "
+            "it, then delete that file",
+        ) from None
+    except (ValueError, Exception) as e:
+        raise CredentialError(f"{key_source} holds no usable PEM private key ({e})") from None
+    leaf = chain[0]
+    spki = serialization.PublicFormat.SubjectPublicKeyInfo
+    der = serialization.Encoding.DER
+    if leaf.public_key().public_bytes(der, spki) != key.public_key().public_bytes(der, spki):
+        raise CredentialError(
+            f"the key in {key_source} does not belong to the certificate in {cert_source}",
+            "give the key that was generated with this certificate",
+        )
+    not_after = leaf.not_valid_after_utc
+    if not_after <= now:
+        raise CredentialError(
+            f"the certificate in {cert_source} expired at {not_after:%Y-%m-%d %H:%M:%S}Z",
+            "ask your cluster's administrator for a new one",
+        )
+    pem = serialization.Encoding.PEM
+    return StoredCredential(
+        name=check_name(name),
+        certificate_pem="".join(c.public_bytes(pem).decode() for c in chain),
+        key_pem=key.private_bytes(
+            pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        ).decode(),
+        not_after=not_after,
+        subject=leaf.subject.rfc4514_string(),
+    )
+
+
+class StoredCredentials:
+    """Stored credentials: the secrets in a SecretStore, the index in a JSON file."""
+
+    def __init__(self, store: SecretStore, index_path: str) -> None:
+        self._store = store
+        self._index_path = index_path
+
+    def _read_index(self) -> dict[str, dict[str, str | None]]:
+        try:
+            with open(self._index_path, encoding="utf-8") as f:
+                doc = json.load(f)
+        except FileNotFoundError:
+            return {}
+        except ValueError:
+            return {}  # a damaged index loses only names and dates; the secrets are intact
+        creds = doc.get("credentials") if isinstance(doc, dict) else None
+        return creds if isinstance(creds, dict) else {}
+
+    def _write_index(self, creds: dict[str, dict[str, str | None]]) -> None:
+        directory = os.path.dirname(self._index_path)
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        tmp = f"{self._index_path}.{os.getpid()}.tmp"
+        with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
+            json.dump({"version": 1, "credentials": creds}, f, indent=2, sort_keys=True)
+            f.write("\n")
+        os.replace(tmp, self._index_path)
+
+    def save(self, cred: StoredCredential, now: datetime) -> None:
+        """Put the secret in the store, then record it in the index."""
+        self._store.set(_KEY_PREFIX + cred.name, cred.to_bytes())
+        creds = self._read_index()
+        creds[cred.name] = {
+            "kind": cred.kind,
+            "not_after": cred.not_after.isoformat() if cred.not_after else None,
+            "subject": cred.subject,
+            "stored_at": now.isoformat(timespec="seconds"),
+        }
+        self._write_index(creds)
+
+    def load(self, name: str) -> StoredCredential:
+        """The credential called ``name``; CredentialError when there is none."""
+        data = self._store.get(_KEY_PREFIX + check_name(name))
+        if data is None:
+            raise CredentialError(
+                f"no stored credential named {name!r}",
+                f"store one with: kubetray store {name} --token-file FILE "
+                "(or --client-certificate FILE --client-key FILE)",
+            )
+        return StoredCredential.from_bytes(data)
+
+    def remove(self, name: str) -> bool:
+        """Delete the secret and its index entry; False when neither existed."""
+        removed = self._store.delete(_KEY_PREFIX + check_name(name))
+        creds = self._read_index()
+        if creds.pop(name, None) is not None:
+            self._write_index(creds)
+            removed = True
+        return removed
+
+    def list(self) -> list[StoredInfo]:
+        """What the index knows, sorted by name."""
+        out = []
+        for name, entry in sorted(self._read_index().items()):
+            out.append(
+                StoredInfo(
+                    name=name,
+                    kind=str(entry.get("kind") or TOKEN),
+                    not_after=entry.get("not_after"),
+                    subject=entry.get("subject"),
+                    stored_at=str(entry.get("stored_at") or ""),
+                )
+            )
+        return out

@@ -1,0 +1,132 @@
+"""kubetray-exec: the exec credential plugin a kubeconfig names (KEP-541).
+
+The hot path reads KUBERNETES_EXEC_INFO, makes one round trip to the agent and prints what the
+agent answers: the agent parses the input and renders the ExecCredential, so this module loads
+only builtins (``_socket``, ``_json``, ``posix``). Help, local validation and starting an agent
+are the slow path and import what they like.
+"""
+
+import sys
+
+from exec_helper import paths, protocol
+from exec_helper.errors import AgentUnavailable, HelperError
+
+if sys.platform == "win32":
+    import nt as _os
+else:
+    import posix as _os
+
+EXEC_INFO = "KUBERNETES_EXEC_INFO"
+FRAME_TIMEOUT = 30.0
+"""No consumer but the kubelet has a timeout, so the helper has its own (checklist #40)."""
+
+
+def _fail(message: str) -> int:
+    sys.stderr.write(message + "\n")
+    sys.stderr.flush()
+    return 1
+
+
+def _stdin_is_tty() -> bool:
+    try:
+        return _os.isatty(0)
+    except OSError:
+        return False
+
+
+def _read_frame(sock: "protocol.Socket", buf: bytearray) -> bytes:
+    while len(buf) < protocol.HEADER_SIZE:
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise HelperError("the kubetray agent closed the connection without an answer")
+        buf += chunk
+    end = protocol.HEADER_SIZE + protocol.frame_length(bytes(buf[: protocol.HEADER_SIZE]))
+    while len(buf) < end:
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise HelperError("the kubetray agent closed the connection mid-answer")
+        buf += chunk
+    data = bytes(buf[protocol.HEADER_SIZE : end])
+    del buf[:end]
+    return data
+
+
+def ask_agent(request: bytes) -> int:
+    """One exchange with the agent; returns the exit code it decided."""
+    from exec_helper.transport import connect
+
+    sock = connect(FRAME_TIMEOUT)
+    try:
+        hello = protocol.encode({"op": protocol.HELLO, "version": protocol.PROTOCOL_VERSION})
+        sock.sendall(protocol.frame(hello) + protocol.frame(request))
+        buf = bytearray()
+        while True:
+            msg = protocol.decode_flat(_read_frame(sock, buf).decode("utf-8"))
+            kind = msg.get("type")
+            if kind == protocol.RESULT:
+                out = msg.get("stdout") or ""
+                if out:
+                    sys.stdout.buffer.write(out.encode("utf-8"))
+                    sys.stdout.flush()
+                err = msg.get("stderr") or ""
+                if err:
+                    sys.stderr.write(err if err.endswith("\n") else err + "\n")
+                    sys.stderr.flush()
+                code = msg.get("exit")
+                return code if isinstance(code, int) else 1
+            if kind == protocol.MESSAGE:
+                sys.stderr.write(str(msg.get("text", "")) + "\n")
+                sys.stderr.flush()
+            elif kind != protocol.HELLO:
+                raise HelperError(f"the kubetray agent sent an unexpected {kind!r} frame")
+    except TimeoutError:
+        raise HelperError(
+            f"the kubetray agent did not answer within {FRAME_TIMEOUT:.0f} s; "
+            "see kubetray status, or restart it with: kubetray agent"
+        ) from None
+    except protocol.ProtocolError as e:
+        raise HelperError(f"garbled answer from the kubetray agent: {e}") from None
+    except OSError as e:
+        raise HelperError(f"lost the connection to the kubetray agent: {e.strerror or e}") from None
+    finally:
+        sock.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of kubetray-exec."""
+    args = sys.argv[1:] if argv is None else argv
+    if "-h" in args or "--help" in args or "--version" in args:
+        from exec_helper.launch import print_help
+
+        return print_help(args)
+    exec_info = paths.getenv(EXEC_INFO)
+    if not exec_info:
+        return _fail(
+            f"{EXEC_INFO} env var is unset or empty: kubetray-exec is run by kubectl from a "
+            "kubeconfig exec entry (see kubetray-exec --help)"
+        )
+    request = protocol.encode(
+        {
+            "op": "get_credential",
+            "exec_info": exec_info,
+            "args": args,
+            "stdin_tty": _stdin_is_tty(),
+            "cwd": _os.getcwd(),
+        }
+    )
+    try:
+        try:
+            return ask_agent(request)
+        except AgentUnavailable:
+            from exec_helper.launch import start_agent
+
+            start_agent(exec_info, args)
+            return ask_agent(request)
+    except HelperError as e:
+        return _fail(str(e))
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

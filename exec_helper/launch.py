@@ -1,0 +1,97 @@
+"""kubetray-exec's slow path: help, rejecting bad input locally, starting an agent.
+
+Reached only when the fast path cannot answer, so imports here cost nothing that matters.
+"""
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+
+from exec_helper import paths
+from exec_helper.errors import AgentUnavailable, HelperError
+from exec_helper.exec_credential import ExecInfoError, parse_exec_info
+from exec_helper.options import OptionsError, build_parser, resolve
+
+VERSION = "0.1.0"
+START_TIMEOUT = 10.0
+"""An agent's start-up is a second or two; a loaded machine may take longer."""
+
+
+def print_help(args: list[str]) -> int:
+    """``--help`` and ``--version``."""
+    if "--version" in args:
+        sys.stdout.write(f"kubetray-exec {VERSION}\n")
+    else:
+        build_parser().print_help(sys.stdout)
+    return 0
+
+
+def agent_command() -> list[str]:
+    """How to start the agent: $KUBETRAY_AGENT_COMMAND, a kubetray beside us, or on PATH."""
+    override = os.environ.get("KUBETRAY_AGENT_COMMAND")
+    if override:
+        return shlex.split(override)
+    exe = "kubetray.exe" if sys.platform == "win32" else "kubetray"
+    here = os.path.dirname(os.path.abspath(sys.executable if getattr(sys, "frozen", False) else sys.argv[0]))
+    sibling = os.path.join(here, exe)
+    if os.access(sibling, os.X_OK):
+        return [sibling, "agent"]
+    found = shutil.which("kubetray")
+    if found:
+        return [found, "agent"]
+    raise HelperError(
+        "no kubetray agent is running and the kubetray program was not found beside "
+        f"kubetray-exec ({here}) or on PATH: install kubetray, or start it with: kubetray agent"
+    )
+
+
+def _validate(exec_info: str, args: list[str]) -> None:
+    try:
+        info = parse_exec_info(exec_info)
+        resolve(args, info.cluster.config if info.cluster else None)
+    except (ExecInfoError, OptionsError) as e:
+        raise HelperError(str(e)) from None
+
+
+def start_agent(exec_info: str, args: list[str]) -> None:
+    """Start ``kubetray agent`` in the background and wait until it answers."""
+    _validate(exec_info, args)  # bad input never costs an agent start
+    log_dir = paths.state_dir()
+    os.makedirs(log_dir, mode=0o700, exist_ok=True)
+    log_path = os.path.join(log_dir, "agent.log")
+    cmd = agent_command()
+    with open(os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab") as log:
+        kwargs: dict[str, object] = {}
+        if sys.platform == "win32":
+            kwargs["creationflags"] = subprocess.DETACHED_PROCESS | subprocess.CREATE_NEW_PROCESS_GROUP
+        else:
+            kwargs["start_new_session"] = True
+        try:
+            # stdout must not be ours: kubectl reads our stdout until every writer closes it.
+            proc = subprocess.Popen(  # noqa: S603
+                cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, close_fds=True, **kwargs  # type: ignore[call-overload]
+            )
+        except OSError as e:
+            raise HelperError(f"could not start the kubetray agent ({shlex.join(cmd)}): {e}") from None
+    sys.stderr.write("kubetray-exec: started the kubetray agent\n")
+    timeout = float(os.environ.get("KUBETRAY_AGENT_START_TIMEOUT", START_TIMEOUT))
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            from exec_helper.transport import connect
+
+            connect(1.0).close()
+            return
+        except AgentUnavailable:
+            pass
+        # An agent that lost the race to another one exits at once; keep waiting for the winner.
+        time.sleep(0.05)
+    code = proc.poll()
+    state = "is still starting" if code is None else f"exited with code {code}"
+    raise HelperError(
+        f"the kubetray agent {state} and did not answer within {timeout:.0f} s; "
+        f"see {log_path}, or run it in a terminal: kubetray agent"
+    )

@@ -1,0 +1,202 @@
+"""kubetray-exec's arguments: the int128/kubelogin ``get-token`` flag set, plus ``--stored``.
+
+A kubelogin kubeconfig switches to kubetray by changing only ``command``. Flags may also come
+from the cluster's ``client.authentication.k8s.io/exec`` extension (``spec.cluster.config``),
+keyed by the flag name without dashes (``{"oidc-client-id": "x"}``); per-cluster values win
+over arguments, because cluster-inventory's library accumulates arguments across clusters.
+Scalar flags repeated on the command line: the last one wins.
+"""
+
+import argparse
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+STR, LIST, BOOL, INT, MAP = "str", "list", "bool", "int", "map"
+
+
+def _f(kind: str, help: str, default: Any = None, split: bool = False) -> Any:
+    meta = {"kind": kind, "help": help, "split": split}
+    if kind in (LIST, MAP):
+        return field(default=(), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True)
+class HelperOptions:
+    """Every flag kubetray-exec accepts; the field name is the flag with ``_`` for ``-``."""
+
+    stored: str | None = _f(STR, "serve the stored credential NAME (see: kubetray store)")
+    oidc_issuer_url: str | None = _f(STR, "issuer URL of the OpenID provider")
+    oidc_client_id: str | None = _f(STR, "client ID registered at the provider")
+    oidc_client_secret: str | None = _f(STR, "client secret, for confidential clients")
+    oidc_extra_scope: tuple[str, ...] = _f(LIST, "extra scope to request (repeatable)", split=True)
+    oidc_use_access_token: bool = _f(BOOL, "send the access token instead of the id_token", False)
+    oidc_use_pkce: bool = _f(BOOL, "accepted for kubelogin compatibility (PKCE is always used)", False)
+    oidc_pkce_method: str | None = _f(STR, "accepted for kubelogin compatibility (S256 is used)")
+    oidc_redirect_url: str | None = _f(STR, "redirect URL for the browser login")
+    oidc_redirect_url_hostname: str | None = _f(STR, "hostname in the loopback redirect URL")
+    oidc_redirect_url_authcode_keyboard: str | None = _f(STR, "redirect URL for authcode-keyboard")
+    oidc_auth_request_extra_params: tuple[tuple[str, str], ...] = _f(
+        MAP, "extra authorization request parameters, KEY=VALUE[,KEY=VALUE]"
+    )
+    grant_type: str | None = _f(STR, "auto|authcode|authcode-keyboard|password|device-code")
+    listen_address: tuple[str, ...] = _f(LIST, "loopback address for the redirect (repeatable)", split=True)
+    skip_open_browser: bool = _f(BOOL, "print the login URL instead of opening a browser", False)
+    browser_command: str | None = _f(STR, "command that opens the login URL")
+    authentication_timeout_sec: int | None = _f(INT, "how long a browser login may take")
+    local_server_cert: str | None = _f(STR, "TLS certificate for the loopback listener")
+    local_server_key: str | None = _f(STR, "TLS key for the loopback listener")
+    open_url_after_authentication: str | None = _f(STR, "page to show after the login")
+    username: str | None = _f(STR, "username for the password grant")
+    password: str | None = _f(STR, "password for the password grant")
+    certificate_authority: tuple[str, ...] = _f(LIST, "extra CA file for the provider (repeatable)")
+    certificate_authority_data: tuple[str, ...] = _f(LIST, "extra base64 CA for the provider")
+    insecure_skip_tls_verify: bool = _f(BOOL, "do not verify the provider's certificate", False)
+    tls_renegotiation_once: bool = _f(BOOL, "accepted for kubelogin compatibility", False)
+    tls_renegotiation_freely: bool = _f(BOOL, "accepted for kubelogin compatibility", False)
+    audience: str | None = _f(STR, "audience to request a token for")
+    force_refresh: bool = _f(BOOL, "skip the agent's cache and fetch the credential again", False)
+    token_cache_dir: str | None = _f(STR, "ignored: kubetray keeps tokens in the OS keyring")
+    token_cache_storage: str | None = _f(STR, "ignored: kubetray keeps tokens in the OS keyring")
+    v: int | None = _f(INT, "log verbosity (accepted for kubelogin compatibility)")
+
+    @property
+    def flags_given(self) -> dict[str, Any]:
+        """The flags that differ from their defaults, by flag name (for messages and tests)."""
+        out = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if value != f.default:
+                out[f.name.replace("_", "-")] = value
+        return out
+
+
+class OptionsError(ValueError):
+    """An argument or a per-cluster setting kubetray-exec cannot use."""
+
+
+_FIELDS = {f.name.replace("_", "-"): f for f in dataclasses.fields(HelperOptions)}
+_TRUE = {"true", "1", "yes", "t"}
+_FALSE = {"false", "0", "no", "f"}
+
+
+def _bool(text: str) -> bool:
+    low = text.lower()
+    if low in _TRUE:
+        return True
+    if low in _FALSE:
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def _pairs(text: str) -> list[tuple[str, str]]:
+    out = []
+    for item in filter(None, text.split(",")):
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {item!r}")
+        out.append((key, value))
+    return out
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # argparse would print usage and exit 2
+        raise OptionsError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argparse parser, generated from HelperOptions (also used for ``--help``)."""
+    parser = _Parser(
+        prog="kubetray-exec",
+        allow_abbrev=False,
+        description="Exec credential plugin for kubectl and other Kubernetes clients: asks the "
+        "kubetray agent for a credential and prints an ExecCredential. Name it as the command "
+        "of a kubeconfig user's exec entry; kubelogin get-token flags are accepted.",
+    )
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    for flag, f in _FIELDS.items():
+        kind, help_text = f.metadata["kind"], f.metadata["help"]
+        names = ["-v", "--v"] if flag == "v" else ["--" + flag]
+        if kind == BOOL:
+            parser.add_argument(*names, dest=f.name, nargs="?", const=True, type=_bool, help=help_text)
+        elif kind == LIST:
+            parser.add_argument(*names, dest=f.name, action="append", help=help_text)
+        elif kind == MAP:
+            parser.add_argument(*names, dest=f.name, action="append", type=_pairs, help=help_text)
+        else:
+            parser.add_argument(*names, dest=f.name, type=int if kind == INT else str, help=help_text)
+    return parser
+
+
+def strip_subcommand(args: list[str]) -> list[str]:
+    """Drop kubelogin's leading ``get-token`` or ``oidc-login get-token``."""
+    if args[:2] == ["oidc-login", "get-token"]:
+        return args[2:]
+    if args[:1] == ["get-token"]:
+        return args[1:]
+    return args
+
+
+def _normalize(f: dataclasses.Field[Any], value: Any) -> Any:
+    kind = f.metadata["kind"]
+    if kind == LIST:
+        items = [value] if isinstance(value, str) else list(value)
+        if f.metadata["split"]:
+            items = [part for item in items for part in str(item).split(",") if part]
+        return tuple(str(v) for v in items)
+    if kind == MAP:
+        if isinstance(value, dict):
+            return tuple((str(k), str(v)) for k, v in value.items())
+        return tuple(pair for group in value for pair in group)
+    return value
+
+
+def parse_args(args: list[str]) -> dict[str, Any]:
+    """Parse arguments into {field name: value} for the flags that were given."""
+    try:
+        ns, rest = build_parser().parse_known_args(strip_subcommand(list(args)))
+    except argparse.ArgumentTypeError as e:  # pragma: no cover - argparse wraps these
+        raise OptionsError(str(e)) from None
+    if rest:
+        raise OptionsError(
+            f"unknown argument {rest[0]!r}: kubetray-exec takes the kubelogin get-token flags and "
+            "--stored NAME (see kubetray-exec --help)"
+        )
+    fields = {f.name: f for f in dataclasses.fields(HelperOptions)}
+    return {
+        name: _normalize(fields[name], value)
+        for name, value in vars(ns).items()
+        if value is not None and name in fields
+    }
+
+
+def _from_config(config: dict[str, Any]) -> dict[str, Any]:
+    out = {}
+    for key, value in config.items():
+        f = _FIELDS.get(key)
+        if f is None or value is None:
+            continue  # the extension may carry settings for other tools
+        kind = f.metadata["kind"]
+        ok = {
+            STR: isinstance(value, str),
+            BOOL: isinstance(value, bool),
+            INT: isinstance(value, int) and not isinstance(value, bool),
+            LIST: isinstance(value, str | list),
+            MAP: isinstance(value, dict),
+        }[kind]
+        if not ok:
+            raise OptionsError(
+                f"the cluster's client.authentication.k8s.io/exec extension sets {key} to "
+                f"{value!r}, which is not a {kind}"
+            )
+        out[f.name] = _normalize(f, value)
+    return out
+
+
+def resolve(args: list[str], config: dict[str, Any] | None = None) -> HelperOptions:
+    """Arguments, then the per-cluster config over them."""
+    values = parse_args(args)
+    if config:
+        values.update(_from_config(config))
+    return HelperOptions(**values)

@@ -1,0 +1,78 @@
+"""Where kubetray keeps things: the socket's private directory, config, and logs.
+
+Imported on the hot path, so only ``sys`` and the platform's builtin ``posix``/``nt`` are used
+here. Every path that kubetray-exec and the agent must agree on is computed in this one module.
+"""
+
+import sys
+
+SOCKET_NAME = "agent.sock"
+LOCK_NAME = "agent.lock"
+APP = "kubetray"
+
+
+def getenv(name: str) -> str | None:
+    """Read an environment variable without importing ``os`` (it costs a millisecond)."""
+    if sys.platform == "win32":
+        import os
+
+        return os.environ.get(name)
+    import posix
+
+    value = posix.environ.get(name.encode())
+    return None if value is None else value.decode("utf-8", "surrogateescape")
+
+
+def _home() -> str:
+    home = getenv("HOME") or getenv("USERPROFILE")
+    if home:
+        return home
+    import os
+
+    return os.path.expanduser("~")
+
+
+def runtime_dir() -> str:
+    """The private directory holding the agent's socket and lock (created by the agent)."""
+    override = getenv("KUBETRAY_RUNTIME_DIR")
+    if override:
+        return override
+    if sys.platform == "win32":
+        return (getenv("LOCALAPPDATA") or _home()) + "\\" + APP
+    if sys.platform == "darwin":
+        return _home() + "/Library/Application Support/" + APP
+    xdg = getenv("XDG_RUNTIME_DIR")
+    if xdg:
+        return xdg + "/" + APP
+    import posix
+
+    return f"/tmp/{APP}-{posix.getuid()}"
+
+
+def socket_path() -> str:
+    """The Unix socket the agent listens on (Windows uses a named pipe: see transport)."""
+    return runtime_dir() + "/" + SOCKET_NAME
+
+
+def config_dir() -> str:
+    """Settings and the non-secret index of stored credentials."""
+    override = getenv("KUBETRAY_CONFIG_DIR")
+    if override:
+        return override
+    if sys.platform == "win32":
+        return (getenv("APPDATA") or _home()) + "\\" + APP
+    if sys.platform == "darwin":
+        return _home() + "/Library/Application Support/" + APP
+    return (getenv("XDG_CONFIG_HOME") or _home() + "/.config") + "/" + APP
+
+
+def state_dir() -> str:
+    """Logs (the agent's log when kubetray-exec started it)."""
+    override = getenv("KUBETRAY_STATE_DIR")
+    if override:
+        return override
+    if sys.platform == "win32":
+        return (getenv("LOCALAPPDATA") or _home()) + "\\" + APP + "\\logs"
+    if sys.platform == "darwin":
+        return _home() + "/Library/Logs/" + APP
+    return (getenv("XDG_STATE_HOME") or _home() + "/.local/state") + "/" + APP

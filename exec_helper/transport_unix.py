@@ -1,0 +1,76 @@
+"""AF_UNIX transport: a private directory, and the peer's uid checked on both ends.
+
+Uses only the builtin ``_socket`` and ``posix`` modules (``import socket`` costs ≈7 ms).
+"""
+
+import sys
+
+import _socket
+import posix
+
+from exec_helper import paths
+from exec_helper.errors import AgentUnavailable, UnsafeRuntimeDir
+
+_S_IFMT = 0o170000
+_S_IFDIR = 0o040000
+_S_IFLNK = 0o120000
+
+
+def check_private_dir(path: str) -> None:
+    """Refuse a directory that is a symlink, not ours, or open to group or others."""
+    try:
+        st = posix.lstat(path)
+    except FileNotFoundError:
+        raise AgentUnavailable(f"no kubetray agent: {path} does not exist") from None
+    kind = st.st_mode & _S_IFMT
+    if kind == _S_IFLNK:
+        raise UnsafeRuntimeDir(f"refusing the kubetray socket directory {path}: it is a symlink")
+    if kind != _S_IFDIR:
+        raise UnsafeRuntimeDir(f"refusing {path}: it is not a directory")
+    if st.st_uid != posix.getuid():
+        raise UnsafeRuntimeDir(
+            f"refusing the kubetray socket directory {path}: it belongs to uid {st.st_uid}, "
+            f"not to you (uid {posix.getuid()})"
+        )
+    if st.st_mode & 0o077:
+        raise UnsafeRuntimeDir(
+            f"refusing the kubetray socket directory {path}: mode {st.st_mode & 0o777:o} lets "
+            "others in (it must be 700)"
+        )
+
+
+def peer_credentials(sock: "_socket.socket") -> tuple[int | None, int]:
+    """Return (pid, uid) of the process at the other end of a connected Unix socket."""
+    if sys.platform == "linux":
+        raw = sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)
+        pid = int.from_bytes(raw[0:4], sys.byteorder, signed=True)
+        uid = int.from_bytes(raw[4:8], sys.byteorder)
+        return pid, uid
+    if sys.platform == "darwin":
+        # struct xucred { u_int cr_version; uid_t cr_uid; ... } at SOL_LOCAL(0)/LOCAL_PEERCRED(1)
+        raw = sock.getsockopt(0, 0x001, 76)
+        uid = int.from_bytes(raw[4:8], sys.byteorder)
+        pid = int.from_bytes(sock.getsockopt(0, 0x002, 4), sys.byteorder)  # LOCAL_PEERPID
+        return pid, uid
+    raise UnsafeRuntimeDir(f"cannot check the peer of a Unix socket on {sys.platform}")
+
+
+def connect(timeout: float) -> "_socket.socket":
+    """Connect to the agent of this user and check it runs as this user."""
+    directory = paths.runtime_dir()
+    check_private_dir(directory)
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    sock.settimeout(timeout)
+    try:
+        sock.connect(directory + "/" + paths.SOCKET_NAME)
+    except (FileNotFoundError, ConnectionRefusedError) as e:
+        sock.close()
+        raise AgentUnavailable(f"no kubetray agent is listening ({e.strerror})") from None
+    except BaseException:
+        sock.close()
+        raise
+    _pid, uid = peer_credentials(sock)
+    if uid != posix.getuid():
+        sock.close()
+        raise UnsafeRuntimeDir(f"refusing the kubetray agent: it runs as uid {uid}, not as you")
+    return sock
