@@ -18,7 +18,8 @@ else:
 
 EXEC_INFO = "KUBERNETES_EXEC_INFO"
 FRAME_TIMEOUT = 30.0
-"""No consumer but the kubelet has a timeout, so the helper has its own (checklist #40)."""
+"""No consumer but the kubelet has a timeout, so the helper has its own (checklist #40);
+KUBETRAY_EXEC_TIMEOUT overrides it (seconds between two frames from the agent)."""
 
 
 def _fail(message: str) -> int:
@@ -51,11 +52,20 @@ def _read_frame(sock: "protocol.Socket", buf: bytearray) -> bytes:
     return data
 
 
+def _timeout() -> float:
+    value = paths.getenv("KUBETRAY_EXEC_TIMEOUT")
+    try:
+        return float(value) if value else FRAME_TIMEOUT
+    except ValueError:
+        return FRAME_TIMEOUT
+
+
 def ask_agent(request: bytes) -> int:
     """One exchange with the agent; returns the exit code it decided."""
     from exec_helper.transport import connect
 
-    sock = connect(FRAME_TIMEOUT)
+    timeout = _timeout()
+    sock = connect(timeout)
     try:
         hello = protocol.encode({"op": protocol.HELLO, "version": protocol.PROTOCOL_VERSION})
         sock.sendall(protocol.frame(hello) + protocol.frame(request))
@@ -81,7 +91,7 @@ def ask_agent(request: bytes) -> int:
                 raise HelperError(f"the kubetray agent sent an unexpected {kind!r} frame")
     except TimeoutError:
         raise HelperError(
-            f"the kubetray agent did not answer within {FRAME_TIMEOUT:.0f} s; "
+            f"the kubetray agent did not answer within {timeout:g} s; "
             "see kubetray status, or restart it with: kubetray agent"
         ) from None
     except protocol.ProtocolError as e:

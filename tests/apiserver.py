@@ -1,0 +1,129 @@
+"""A stand-in for the Kubernetes API server: HTTPS, and only one token or one client cert.
+
+Answers just enough discovery for ``kubectl get ns`` and the Python client's
+``list_namespace``. Everything else about Kubernetes is out of scope: this checks credentials.
+"""
+
+import json
+import ssl
+import tempfile
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from tests.pki import CA
+
+NAMESPACES = ["default", "kube-system", "kubetray-proof"]
+
+
+class APIServer:
+    """Run with ``with APIServer(...) as api:``; ``api.url``, ``api.ca_pem``, ``api.seen``."""
+
+    def __init__(self, ca: CA, token: str | None = None, client_cn: str | None = None) -> None:
+        self.ca = ca
+        self.token = token
+        self.client_cn = client_cn
+        self.seen: list[tuple[str, str]] = []
+        """(path, outcome) per request: "token", "cert", or "401"."""
+        self._lock = threading.Lock()
+        issued = ca.issue("127.0.0.1", server=True)
+        self._dir = tempfile.TemporaryDirectory()
+        d = Path(self._dir.name)
+        (d / "tls.crt").write_bytes(issued.cert_pem)
+        (d / "tls.key").write_bytes(issued.key_pem)
+        (d / "ca.crt").write_bytes(ca.cert_pem)
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(d / "tls.crt", d / "tls.key")
+        ctx.load_verify_locations(d / "ca.crt")
+        ctx.verify_mode = ssl.CERT_OPTIONAL  # a token-only client sends no certificate
+        server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        server.socket = ctx.wrap_socket(server.socket, server_side=True)
+        server.daemon_threads = True
+        self._server = server
+        self.url = f"https://127.0.0.1:{server.server_address[1]}"
+
+    @property
+    def ca_pem(self) -> bytes:
+        return self.ca.cert_pem
+
+    def outcomes(self) -> list[str]:
+        with self._lock:
+            return [o for _, o in self.seen]
+
+    def authenticate(self, headers: Any, peer_cert: dict[str, Any] | None) -> str:
+        auth = headers.get("Authorization", "")
+        if self.token and auth == f"Bearer {self.token}":
+            return "token"
+        if self.client_cn and peer_cert:
+            subject = dict(x[0] for x in peer_cert.get("subject", ()))
+            if subject.get("commonName") == self.client_cn and not auth:
+                return "cert"
+        return "401"
+
+    def __enter__(self) -> "APIServer":
+        threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        ).start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._dir.cleanup()
+
+
+def _discovery(path: str) -> dict[str, Any] | None:
+    if path == "/version":
+        return {"major": "1", "minor": "33", "gitVersion": "v1.33.0-kubetray-standin",
+                "platform": "linux/amd64"}
+    if path == "/api":
+        return {"kind": "APIVersions", "versions": ["v1"],
+                "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": ""}]}
+    if path == "/apis":
+        return {"kind": "APIGroupList", "apiVersion": "v1", "groups": []}
+    if path == "/api/v1":
+        return {"kind": "APIResourceList", "groupVersion": "v1", "resources": [
+            {"name": "namespaces", "singularName": "namespace", "namespaced": False,
+             "kind": "Namespace", "verbs": ["get", "list"], "shortNames": ["ns"]}]}
+    if path == "/api/v1/namespaces":
+        return {"kind": "NamespaceList", "apiVersion": "v1", "metadata": {"resourceVersion": "1"},
+                "items": [{"metadata": {"name": n, "uid": f"uid-{n}", "resourceVersion": "1",
+                                        "creationTimestamp": "2026-01-01T00:00:00Z"},
+                           "status": {"phase": "Active"}} for n in NAMESPACES]}
+    return None
+
+
+def _handler(api: APIServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *_args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            path = self.path.split("?")[0]
+            peer = self.connection.getpeercert()  # type: ignore[attr-defined]
+            outcome = api.authenticate(self.headers, peer)
+            with api._lock:
+                api.seen.append((path, outcome))
+            if outcome == "401":
+                self._send(401, {"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                                 "message": "Unauthorized", "reason": "Unauthorized", "code": 401})
+                return
+            doc = _discovery(path)
+            if doc is None:
+                self._send(404, {"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                                 "reason": "NotFound", "code": 404})
+            else:
+                self._send(200, doc)
+
+        def _send(self, code: int, doc: dict[str, Any]) -> None:
+            body = json.dumps(doc).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    return Handler

@@ -1,0 +1,180 @@
+"""Finding and running the real peers: kubetray-exec as installed, the agent, kubectl."""
+
+import contextlib
+import glob
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+V1 = '{"kind":"ExecCredential","apiVersion":"client.authentication.k8s.io/v1","spec":{"interactive":false}}\n'
+B1 = V1.replace("/v1", "/v1beta1")
+A1 = '{"kind":"ExecCredential","apiVersion":"client.authentication.k8s.io/v1alpha1","spec":{}}'
+PY = (
+    '{"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential", '
+    '"spec": {"interactive": false}}'
+)
+
+
+def require(condition: bool, reason: str) -> None:
+    """Skip when a peer is missing, or fail when CI said every peer must be there."""
+    if condition:
+        return
+    if os.environ.get("KUBETRAY_REQUIRE_PEERS") == "1":
+        pytest.fail(f"required peer missing: {reason}")
+    pytest.skip(reason)
+
+
+def secret_service_available() -> bool:
+    return bool(os.environ.get("DBUS_SESSION_BUS_ADDRESS")) and shutil.which("gnome-keyring-daemon") is not None
+
+
+def kubectl_binaries() -> dict[str, str]:
+    """The versioned kubectl clients installed beside the machine's dispatcher."""
+    found = shutil.which("kubectl")
+    if not found:
+        return {}
+    directory = os.path.dirname(os.path.realpath(found))
+    return {
+        os.path.basename(p).removeprefix("kubectl."): p
+        for p in sorted(glob.glob(os.path.join(directory, "kubectl.1.*")))
+    }
+
+
+def cluster_info(server: str, config: Any = None, **extra: Any) -> str:
+    """KUBERNETES_EXEC_INFO as client-go sends it with provideClusterInfo."""
+    cluster = {"server": server, **extra, "config": config}
+    doc = {
+        "kind": "ExecCredential",
+        "apiVersion": "client.authentication.k8s.io/v1",
+        "spec": {"cluster": cluster, "interactive": False},
+    }
+    return json.dumps(doc, separators=(",", ":")) + "\n"
+
+
+@dataclass
+class KubetrayEnv:
+    """One isolated kubetray installation: its directories and the environment naming them."""
+
+    runtime: Path
+    config: Path
+    state: Path
+    home: Path
+    helper: Path
+    env: dict[str, str] = field(default_factory=dict)
+
+    def run_helper(
+        self,
+        *args: str,
+        exec_info: str | None = V1,
+        extra_env: Mapping[str, str] | None = None,
+        timeout: float = 60,
+        **kwargs: Any,
+    ) -> subprocess.CompletedProcess[str]:
+        """Run the installed kubetray-exec as kubectl would (stdin /dev/null by default)."""
+        env = dict(self.env)
+        if exec_info is not None:
+            env["KUBERNETES_EXEC_INFO"] = exec_info
+        env.update(extra_env or {})
+        if "input" not in kwargs:
+            kwargs.setdefault("stdin", subprocess.DEVNULL)
+        return subprocess.run(
+            [str(self.helper), *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            **kwargs,
+        )
+
+    def kubetray(self, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
+        """Run the kubetray CLI."""
+        return subprocess.run(
+            [sys.executable, "-m", "app", *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            input=input,
+            timeout=60,
+            check=False,
+            cwd=ROOT,
+        )
+
+    def agent_pid(self) -> int | None:
+        try:
+            return int((self.runtime / "agent.lock").read_text().strip())
+        except (OSError, ValueError):
+            return None
+
+    def stop_agent(self) -> None:
+        pid = self.agent_pid()
+        if pid is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and (self.runtime / "agent.sock").exists():
+            time.sleep(0.02)
+
+    def calls(self) -> list[dict[str, Any]]:
+        """The agent's record of calls, newest first."""
+        result = self.kubetray_json("calls")
+        return list(result["calls"])
+
+    def kubetray_json(self, op: str) -> dict[str, Any]:
+        code = (
+            "import json,sys; from app.broker import client; "
+            f"print(json.dumps(client.call_json({op!r})))"
+        )
+        out = subprocess.run(
+            [sys.executable, "-c", code], env=self.env, capture_output=True, text=True,
+            check=True, cwd=ROOT,
+        )
+        return dict(json.loads(out.stdout))
+
+
+@contextlib.contextmanager
+def kubetray_env(base: Path) -> Iterator[KubetrayEnv]:
+    """Fresh directories (the runtime one short: AF_UNIX paths stop at 108 bytes)."""
+    from exec_helper.launcher import write_launcher
+
+    runtime_parent = Path(tempfile.mkdtemp(prefix="kt-", dir="/tmp"))
+    runtime = runtime_parent / "run"
+    kt = KubetrayEnv(
+        runtime=runtime,
+        config=base / "config",
+        state=base / "state",
+        home=base / "home",
+        helper=base / "bin" / "kubetray-exec",
+    )
+    kt.home.mkdir(parents=True)
+    kt.helper.parent.mkdir(parents=True)
+    write_launcher(str(kt.helper), sys.executable)
+    kt.env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("KUBETRAY_", "KUBERNETES_EXEC"))
+    }
+    kt.env.update(
+        KUBETRAY_RUNTIME_DIR=str(runtime),
+        KUBETRAY_CONFIG_DIR=str(kt.config),
+        KUBETRAY_STATE_DIR=str(kt.state),
+        KUBETRAY_AGENT_COMMAND=f"{sys.executable} -m app agent",
+        PYTHONPATH=str(ROOT),
+        HOME=str(kt.home),
+    )
+    try:
+        yield kt
+    finally:
+        kt.stop_agent()
+        shutil.rmtree(runtime_parent, ignore_errors=True)
