@@ -21,6 +21,8 @@ class APIServer:
     """Run with ``with APIServer(...) as api:``; ``api.url``, ``api.ca_pem``, ``api.seen``."""
 
     def __init__(self, ca: CA, token: str | None = None, client_cn: str | None = None) -> None:
+        self.reject_next = 0
+        """Answer this many requests 401 whatever they carry (a revoked-then-renewed token)."""
         self.ca = ca
         self.token = token
         self.client_cn = client_cn
@@ -52,6 +54,10 @@ class APIServer:
             return [o for _, o in self.seen]
 
     def authenticate(self, headers: Any, peer_cert: dict[str, Any] | None) -> str:
+        with self._lock:
+            if self.reject_next > 0:
+                self.reject_next -= 1
+                return "401"
         auth = headers.get("Authorization", "")
         if self.token and auth == f"Bearer {self.token}":
             return "token"
