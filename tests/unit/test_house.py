@@ -1,0 +1,50 @@
+"""House rules: imports flow app → exec_helper only; the helper's hot path loads only builtins."""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.peers import ROOT
+
+HOT_PATH_ALLOWED = {
+    "exec_helper", "exec_helper.__main__", "exec_helper.paths", "exec_helper.protocol",
+    "exec_helper.errors", "exec_helper.transport", "exec_helper.transport_unix",
+    "_socket", "_json", "posix",
+}
+
+
+def imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.add(node.module)
+    return out
+
+
+def test_exec_helper_is_standard_library_only() -> None:
+    for path in (ROOT / "exec_helper").rglob("*.py"):
+        for name in imports(path):
+            top = name.split(".")[0]
+            assert top == "exec_helper" or top in sys.stdlib_module_names, f"{path.name} imports {name}"
+
+
+def test_only_the_ui_imports_qt() -> None:
+    for path in (ROOT / "app").rglob("*.py"):
+        if "ui" in path.relative_to(ROOT / "app").parts:
+            continue
+        assert not any(n.startswith("PySide6") for n in imports(path)), path
+
+
+def test_hot_path_loads_only_builtins(tmp_path: Path) -> None:
+    """What `python -IS` has loaded after importing the helper's entry, beyond a bare start."""
+    code = (
+        "import sys; before = set(sys.modules); sys.path.insert(0, sys.argv[1]); "
+        "import exec_helper.__main__, exec_helper.transport; print(' '.join(sorted(set(sys.modules) - before)))"
+    )
+    out = subprocess.run([sys.executable, "-IS", "-c", code, str(ROOT)], capture_output=True, text=True, check=True)
+    loaded = set(out.stdout.split())
+    assert loaded <= HOT_PATH_ALLOWED, loaded - HOT_PATH_ALLOWED
