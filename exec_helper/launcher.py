@@ -15,15 +15,18 @@ TEMPLATE = """#!{python} -IS
 # kubetray-exec launcher, written by `python -m exec_helper.launcher`.
 import sys
 sys.path.insert(0, {path!r})
-from exec_helper.__main__ import main
-sys.exit(main())
+from exec_helper.__main__ import run
+run()
 """
 
 
 def write_launcher(dest: str, python: str | None = None) -> None:
     """Write the launcher to ``dest`` atomically, executable."""
     package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    text = TEMPLATE.format(python=python or sys.executable, path=package_parent)
+    # The interpreter itself, not a venv's link to it: -IS ignores the venv anyway, and
+    # finding pyvenv.cfg is start-up work.
+    interpreter = os.path.realpath(python or sys.executable)
+    text = TEMPLATE.format(python=interpreter, path=package_parent)
     tmp = dest + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(text)

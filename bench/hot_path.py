@@ -1,0 +1,153 @@
+"""bench/hot_path: what kubetray-exec adds to every kubectl command.
+
+From one run, median of N (default 30) interleaved rounds:
+- `kubectl get ns` wall time with a static token in kubeconfig (the baseline), with exec `cat`
+  of a credential file (the floor for any exec plugin), with gke-gcloud-auth-plugin answering
+  from its cache (a Go plugin, the anchor), and with kubetray-exec on the cached path;
+  each with its ratio to the static-token run;
+- each credential process alone, next to a bare `python3 -I -S`.
+Targets (issue 2): kubectl ratio <= 1.10; kubetray-exec alone <= 10 ms.
+
+Run with `make bench` (it provides the keyring session). kubetray-exec is the one
+`make install` put in .venv/bin, as the README installs it.
+"""
+
+import argparse
+import base64
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.apiserver import APIServer  # noqa: E402
+from tests.peers import kubectl_binaries  # noqa: E402
+from tests.pki import CA  # noqa: E402
+
+TOKEN = "bench-token-0123456789abcdef"
+EXEC_INFO = '{"kind":"ExecCredential","apiVersion":"client.authentication.k8s.io/v1","spec":{"interactive":false}}\n'
+
+
+def kubeconfig(server: str, ca_pem: bytes, user: dict[str, object]) -> str:
+    return json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "bench",
+        "clusters": [{"name": "bench", "cluster": {
+            "server": server, "certificate-authority-data": base64.b64encode(ca_pem).decode()}}],
+        "users": [{"name": "bench", "user": user}],
+        "contexts": [{"name": "bench", "context": {"cluster": "bench", "user": "bench"}}],
+    })
+
+
+def exec_user(command: str, args: list[str], env: dict[str, str] | None = None, version: str = "v1") -> dict[str, object]:
+    stanza: dict[str, object] = {
+        "apiVersion": f"client.authentication.k8s.io/{version}", "command": command, "args": args,
+        "interactiveMode": "Never",
+    }
+    if env:
+        stanza["env"] = [{"name": k, "value": v} for k, v in env.items()]
+    return {"exec": stanza}
+
+
+def wall(cmd: list[str], env: dict[str, str]) -> float:
+    start = time.perf_counter()
+    done = subprocess.run(cmd, env=env, stdin=subprocess.DEVNULL, capture_output=True, check=False)
+    elapsed = (time.perf_counter() - start) * 1000
+    if done.returncode != 0:
+        raise SystemExit(f"{cmd[0]} failed: {done.stderr.decode(errors='replace').strip()}")
+    return elapsed
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-n", type=int, default=30, help="rounds (default 30)")
+    parser.add_argument("--kubectl", default="1.33", help="kubectl version (default 1.33)")
+    args = parser.parse_args()
+
+    helper = ROOT / ".venv" / "bin" / "kubetray-exec"
+    kubectl = kubectl_binaries().get(args.kubectl)
+    gke = shutil.which("gke-gcloud-auth-plugin")
+    if not helper.exists() or not kubectl:
+        raise SystemExit("needs `make install` and the machine's versioned kubectl binaries")
+
+    work = Path(tempfile.mkdtemp(prefix="kt-bench-"))
+    home = work / "home"
+    (home / ".kube").mkdir(parents=True)
+    kt_env = {
+        "KUBETRAY_RUNTIME_DIR": str(work / "run"),
+        "KUBETRAY_CONFIG_DIR": str(work / "config"),
+        "KUBETRAY_STATE_DIR": str(work / "state"),
+    }
+    env = dict(os.environ, HOME=str(home), **kt_env)
+    (work / "token").write_text(TOKEN)
+    cred_file = work / "cred.json"
+    cred_file.write_text(json.dumps({"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential", "status": {"token": TOKEN}}))
+    subprocess.run([str(ROOT / ".venv/bin/kubetray"), "store", "bench", "--token-file", str(work / "token")], env=env, check=True, capture_output=True)
+
+    ca = CA()
+    with APIServer(ca, token=TOKEN) as api:
+        configs = {
+            "static token": kubeconfig(api.url, api.ca_pem, {"token": TOKEN}),
+            "exec cat (the floor)": kubeconfig(api.url, api.ca_pem, exec_user("cat", [str(cred_file)])),
+            "kubetray-exec": kubeconfig(api.url, api.ca_pem, exec_user(str(helper), ["--stored", "bench"], kt_env)),
+        }
+        if gke:
+            configs["gke-gcloud-auth-plugin"] = kubeconfig(api.url, api.ca_pem, exec_user(gke, [], version="v1beta1"))
+            (home / ".kube" / "gke_gcloud_auth_plugin_cache").write_text(json.dumps({
+                "current_context": "bench", "access_token": TOKEN,
+                "token_expiry": "2099-01-01T00:00:00Z", "extra_args": ""}))
+        paths = {}
+        for label, text in configs.items():
+            path = home / ".kube" / ("config" if label.startswith("gke") else label.split()[0] + ".yaml")
+            path.write_text(text)
+            paths[label] = path
+        kubectl_runs: dict[str, list[float]] = {label: [] for label in configs}
+        for _ in range(3):  # warm: discovery cache, page cache, the agent started and holding the token
+            for label, path in paths.items():
+                wall([kubectl, "--kubeconfig", str(path), "get", "ns", "-o", "name"], env)
+        for _ in range(args.n):
+            for label, path in paths.items():
+                kubectl_runs[label].append(wall([kubectl, "--kubeconfig", str(path), "get", "ns", "-o", "name"], env))
+
+        alone: dict[str, list[float]] = {}
+        helper_env = dict(env, KUBERNETES_EXEC_INFO=EXEC_INFO)
+        # the interpreter the installed launcher runs (its shebang), not whatever is on PATH
+        interpreter = helper.read_text().splitlines()[0][2:].split()[0]
+        processes = {
+            f"{interpreter} -IS (bare)": [interpreter, "-IS", "-c", "pass"],
+            "cat (the floor)": ["cat", str(cred_file)],
+            "kubetray-exec (cached path)": [str(helper), "--stored", "bench"],
+        }
+        if gke:
+            processes["gke-gcloud-auth-plugin (its cache)"] = [gke]
+        for _ in range(args.n):
+            for label, cmd in processes.items():
+                alone.setdefault(label, []).append(wall(cmd, helper_env))
+
+    base = statistics.median(kubectl_runs["static token"])
+    print(f"kubectl {args.kubectl} get ns, median of {args.n} interleaved rounds")
+    for label, runs in kubectl_runs.items():
+        med = statistics.median(runs)
+        print(f"  {label:40s} {med:7.1f} ms   ratio {med / base:5.3f}")
+    print(f"process alone, median of {args.n}")
+    for label, runs in alone.items():
+        print(f"  {label:40s} {statistics.median(runs):7.2f} ms")
+    pid_file = work / "run" / "agent.lock"
+    if pid_file.exists():
+        try:
+            os.kill(int(pid_file.read_text().strip()), 15)
+        except (ValueError, ProcessLookupError):
+            pass
+    subprocess.run([str(ROOT / ".venv/bin/kubetray"), "forget", "bench"], env=env, check=False, capture_output=True)
+    shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
