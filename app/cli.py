@@ -1,11 +1,11 @@
 """The kubetray command line: the one place that prints to a console and picks exit codes."""
 
 import argparse
+import contextlib
 import json
 import sys
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-
 
 from app import __version__
 from app.errors import AgentNotRunning, AppError, CredentialError, UsageError
@@ -25,10 +25,8 @@ def _notify_agent(name: str) -> None:
     """Tell a running agent to drop its copy; no agent is fine."""
     from app.broker import client
 
-    try:
+    with contextlib.suppress(AppError):
         client.call("invalidate", name=name)
-    except AppError:
-        pass
 
 
 def cmd_agent(_args: argparse.Namespace) -> int:
@@ -73,7 +71,9 @@ def cmd_forget(args: argparse.Namespace) -> int:
     from app import compose
 
     if not compose.stored_credentials().remove(args.name):
-        raise CredentialError(f"no stored credential named {args.name!r}", "kubetray status lists them")
+        raise CredentialError(
+            f"no stored credential named {args.name!r}", "kubetray status lists them"
+        )
     _notify_agent(args.name)
     print(f"forgot {args.name}")
     return 0
@@ -102,8 +102,14 @@ def cmd_status(args: argparse.Namespace) -> int:
         doc = {
             "agent": None,
             "identities": [
-                {"name": s.name, "kind": s.kind, "state": "stored", "expires": s.not_after,
-                 "subject": s.subject, "calls": 0}
+                {
+                    "name": s.name,
+                    "kind": s.kind,
+                    "state": "stored",
+                    "expires": s.not_after,
+                    "subject": s.subject,
+                    "calls": 0,
+                }
                 for s in stored
             ],
         }
@@ -182,5 +188,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         return e.exit_code
     except KeyboardInterrupt:
         return 130
-
-

@@ -30,9 +30,10 @@ def listener() -> Listener:
         from app.broker.listener_windows import PipeListener
 
         return PipeListener()
-    from app.broker.listener_unix import UnixListener
+    else:
+        from app.broker.listener_unix import UnixListener
 
-    return UnixListener()
+        return UnixListener()
 
 
 def agent_server(store: SecretStore | None = None) -> IPCServer:

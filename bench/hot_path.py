@@ -14,6 +14,7 @@ Run with `make bench` (it provides the keyring session). kubetray-exec is the on
 
 import argparse
 import base64
+import contextlib
 import json
 import os
 import shutil
@@ -32,22 +33,40 @@ from tests.peers import kubectl_binaries  # noqa: E402
 from tests.pki import CA  # noqa: E402
 
 TOKEN = "bench-token-0123456789abcdef"
-EXEC_INFO = '{"kind":"ExecCredential","apiVersion":"client.authentication.k8s.io/v1","spec":{"interactive":false}}\n'
+EXEC_INFO = (
+    '{"kind":"ExecCredential","apiVersion":"client.authentication.k8s.io/v1",'
+    '"spec":{"interactive":false}}\n'
+)
 
 
 def kubeconfig(server: str, ca_pem: bytes, user: dict[str, object]) -> str:
-    return json.dumps({
-        "apiVersion": "v1", "kind": "Config", "current-context": "bench",
-        "clusters": [{"name": "bench", "cluster": {
-            "server": server, "certificate-authority-data": base64.b64encode(ca_pem).decode()}}],
-        "users": [{"name": "bench", "user": user}],
-        "contexts": [{"name": "bench", "context": {"cluster": "bench", "user": "bench"}}],
-    })
+    return json.dumps(
+        {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "current-context": "bench",
+            "clusters": [
+                {
+                    "name": "bench",
+                    "cluster": {
+                        "server": server,
+                        "certificate-authority-data": base64.b64encode(ca_pem).decode(),
+                    },
+                }
+            ],
+            "users": [{"name": "bench", "user": user}],
+            "contexts": [{"name": "bench", "context": {"cluster": "bench", "user": "bench"}}],
+        }
+    )
 
 
-def exec_user(command: str, args: list[str], env: dict[str, str] | None = None, version: str = "v1") -> dict[str, object]:
+def exec_user(
+    command: str, args: list[str], env: dict[str, str] | None = None, version: str = "v1"
+) -> dict[str, object]:
     stanza: dict[str, object] = {
-        "apiVersion": f"client.authentication.k8s.io/{version}", "command": command, "args": args,
+        "apiVersion": f"client.authentication.k8s.io/{version}",
+        "command": command,
+        "args": args,
         "interactiveMode": "Never",
     }
     if env:
@@ -65,7 +84,9 @@ def wall(cmd: list[str], env: dict[str, str]) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("-n", type=int, default=30, help="rounds (default 30)")
     parser.add_argument("--kubectl", default="1.33", help="kubectl version (default 1.33)")
     args = parser.parse_args()
@@ -87,33 +108,66 @@ def main() -> int:
     env = dict(os.environ, HOME=str(home), **kt_env)
     (work / "token").write_text(TOKEN)
     cred_file = work / "cred.json"
-    cred_file.write_text(json.dumps({"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential", "status": {"token": TOKEN}}))
-    subprocess.run([str(ROOT / ".venv/bin/kubetray"), "store", "bench", "--token-file", str(work / "token")], env=env, check=True, capture_output=True)
+    cred_file.write_text(
+        json.dumps(
+            {
+                "apiVersion": "client.authentication.k8s.io/v1",
+                "kind": "ExecCredential",
+                "status": {"token": TOKEN},
+            }
+        )
+    )
+    subprocess.run(
+        [str(ROOT / ".venv/bin/kubetray"), "store", "bench", "--token-file", str(work / "token")],
+        env=env,
+        check=True,
+        capture_output=True,
+    )
 
     ca = CA()
     with APIServer(ca, token=TOKEN) as api:
         configs = {
             "static token": kubeconfig(api.url, api.ca_pem, {"token": TOKEN}),
-            "exec cat (the floor)": kubeconfig(api.url, api.ca_pem, exec_user("cat", [str(cred_file)])),
-            "kubetray-exec": kubeconfig(api.url, api.ca_pem, exec_user(str(helper), ["--stored", "bench"], kt_env)),
+            "exec cat (the floor)": kubeconfig(
+                api.url, api.ca_pem, exec_user("cat", [str(cred_file)])
+            ),
+            "kubetray-exec": kubeconfig(
+                api.url, api.ca_pem, exec_user(str(helper), ["--stored", "bench"], kt_env)
+            ),
         }
         if gke:
-            configs["gke-gcloud-auth-plugin"] = kubeconfig(api.url, api.ca_pem, exec_user(gke, [], version="v1beta1"))
-            (home / ".kube" / "gke_gcloud_auth_plugin_cache").write_text(json.dumps({
-                "current_context": "bench", "access_token": TOKEN,
-                "token_expiry": "2099-01-01T00:00:00Z", "extra_args": ""}))
+            configs["gke-gcloud-auth-plugin"] = kubeconfig(
+                api.url, api.ca_pem, exec_user(gke, [], version="v1beta1")
+            )
+            (home / ".kube" / "gke_gcloud_auth_plugin_cache").write_text(
+                json.dumps(
+                    {
+                        "current_context": "bench",
+                        "access_token": TOKEN,
+                        "token_expiry": "2099-01-01T00:00:00Z",
+                        "extra_args": "",
+                    }
+                )
+            )
         paths = {}
         for label, text in configs.items():
-            path = home / ".kube" / ("config" if label.startswith("gke") else label.split()[0] + ".yaml")
+            path = (
+                home
+                / ".kube"
+                / ("config" if label.startswith("gke") else label.split()[0] + ".yaml")
+            )
             path.write_text(text)
             paths[label] = path
         kubectl_runs: dict[str, list[float]] = {label: [] for label in configs}
-        for _ in range(3):  # warm: discovery cache, page cache, the agent started and holding the token
-            for label, path in paths.items():
+        # warm up: discovery cache, page cache, the agent started and holding the token
+        for _ in range(3):
+            for path in paths.values():
                 wall([kubectl, "--kubeconfig", str(path), "get", "ns", "-o", "name"], env)
         for _ in range(args.n):
             for label, path in paths.items():
-                kubectl_runs[label].append(wall([kubectl, "--kubeconfig", str(path), "get", "ns", "-o", "name"], env))
+                kubectl_runs[label].append(
+                    wall([kubectl, "--kubeconfig", str(path), "get", "ns", "-o", "name"], env)
+                )
 
         alone: dict[str, list[float]] = {}
         helper_env = dict(env, KUBERNETES_EXEC_INFO=EXEC_INFO)
@@ -140,11 +194,14 @@ def main() -> int:
         print(f"  {label:40s} {statistics.median(runs):7.2f} ms")
     pid_file = work / "run" / "agent.lock"
     if pid_file.exists():
-        try:
+        with contextlib.suppress(ValueError, ProcessLookupError):
             os.kill(int(pid_file.read_text().strip()), 15)
-        except (ValueError, ProcessLookupError):
-            pass
-    subprocess.run([str(ROOT / ".venv/bin/kubetray"), "forget", "bench"], env=env, check=False, capture_output=True)
+    subprocess.run(
+        [str(ROOT / ".venv/bin/kubetray"), "forget", "bench"],
+        env=env,
+        check=False,
+        capture_output=True,
+    )
     shutil.rmtree(work, ignore_errors=True)
     return 0
 

@@ -98,7 +98,9 @@ def parse_exec_info(text: str | None) -> ExecInfo:
     spec = _object(obj.get("spec"), "spec") or {}
     interactive = spec.get("interactive", False)
     if not isinstance(interactive, bool):
-        raise ExecInfoError(f"decode: spec.interactive must be a boolean, not {_json_type(interactive)}")
+        raise ExecInfoError(
+            f"decode: spec.interactive must be a boolean, not {_json_type(interactive)}"
+        )
     response = _object(spec.get("response"), "spec.response") or {}
     code = response.get("code")
     raw_cluster = _object(spec.get("cluster"), "spec.cluster")

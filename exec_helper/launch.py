@@ -35,7 +35,9 @@ def agent_command() -> list[str]:
     if override:
         return shlex.split(override)
     exe = "kubetray.exe" if sys.platform == "win32" else "kubetray"
-    here = os.path.dirname(os.path.abspath(sys.executable if getattr(sys, "frozen", False) else sys.argv[0]))
+    here = os.path.dirname(
+        os.path.abspath(sys.executable if getattr(sys, "frozen", False) else sys.argv[0])
+    )
     sibling = os.path.join(here, exe)
     if os.access(sibling, os.X_OK):
         return [sibling, "agent"]
@@ -66,16 +68,25 @@ def start_agent(exec_info: str, args: list[str]) -> None:
     with open(os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab") as log:
         kwargs: dict[str, object] = {}
         if sys.platform == "win32":
-            kwargs["creationflags"] = subprocess.DETACHED_PROCESS | subprocess.CREATE_NEW_PROCESS_GROUP
+            kwargs["creationflags"] = (
+                subprocess.DETACHED_PROCESS | subprocess.CREATE_NEW_PROCESS_GROUP
+            )
         else:
             kwargs["start_new_session"] = True
         try:
             # stdout must not be ours: kubectl reads our stdout until every writer closes it.
-            proc = subprocess.Popen(  # noqa: S603
-                cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, close_fds=True, **kwargs  # type: ignore[call-overload]
+            proc = subprocess.Popen(
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                close_fds=True,
+                **kwargs,  # type: ignore[call-overload]
             )
         except OSError as e:
-            raise HelperError(f"could not start the kubetray agent ({shlex.join(cmd)}): {e}") from None
+            raise HelperError(
+                f"could not start the kubetray agent ({shlex.join(cmd)}): {e}"
+            ) from None
     sys.stderr.write("kubetray-exec: started the kubetray agent\n")
     timeout = float(os.environ.get("KUBETRAY_AGENT_START_TIMEOUT", START_TIMEOUT))
     deadline = time.monotonic() + timeout

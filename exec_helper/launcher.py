@@ -30,7 +30,7 @@ def write_launcher(dest: str, python: str | None = None) -> None:
     tmp = dest + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(text)
-    os.chmod(tmp, 0o755)
+    os.chmod(tmp, 0o755)  # noqa: S103 - a program everyone may run; it holds no secret
     os.replace(tmp, dest)
 
 

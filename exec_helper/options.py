@@ -32,7 +32,9 @@ class HelperOptions:
     oidc_client_secret: str | None = _f(STR, "client secret, for confidential clients")
     oidc_extra_scope: tuple[str, ...] = _f(LIST, "extra scope to request (repeatable)", split=True)
     oidc_use_access_token: bool = _f(BOOL, "send the access token instead of the id_token", False)
-    oidc_use_pkce: bool = _f(BOOL, "accepted for kubelogin compatibility (PKCE is always used)", False)
+    oidc_use_pkce: bool = _f(
+        BOOL, "accepted for kubelogin compatibility (PKCE is always used)", False
+    )
     oidc_pkce_method: str | None = _f(STR, "accepted for kubelogin compatibility (S256 is used)")
     oidc_redirect_url: str | None = _f(STR, "redirect URL for the browser login")
     oidc_redirect_url_hostname: str | None = _f(STR, "hostname in the loopback redirect URL")
@@ -41,7 +43,9 @@ class HelperOptions:
         MAP, "extra authorization request parameters, KEY=VALUE[,KEY=VALUE]"
     )
     grant_type: str | None = _f(STR, "auto|authcode|authcode-keyboard|password|device-code")
-    listen_address: tuple[str, ...] = _f(LIST, "loopback address for the redirect (repeatable)", split=True)
+    listen_address: tuple[str, ...] = _f(
+        LIST, "loopback address for the redirect (repeatable)", split=True
+    )
     skip_open_browser: bool = _f(BOOL, "print the login URL instead of opening a browser", False)
     browser_command: str | None = _f(STR, "command that opens the login URL")
     authentication_timeout_sec: int | None = _f(INT, "how long a browser login may take")
@@ -119,13 +123,17 @@ def build_parser() -> argparse.ArgumentParser:
         kind, help_text = f.metadata["kind"], f.metadata["help"]
         names = ["-v", "--v"] if flag == "v" else ["--" + flag]
         if kind == BOOL:
-            parser.add_argument(*names, dest=f.name, nargs="?", const=True, type=_bool, help=help_text)
+            parser.add_argument(
+                *names, dest=f.name, nargs="?", const=True, type=_bool, help=help_text
+            )
         elif kind == LIST:
             parser.add_argument(*names, dest=f.name, action="append", help=help_text)
         elif kind == MAP:
             parser.add_argument(*names, dest=f.name, action="append", type=_pairs, help=help_text)
         else:
-            parser.add_argument(*names, dest=f.name, type=int if kind == INT else str, help=help_text)
+            parser.add_argument(
+                *names, dest=f.name, type=int if kind == INT else str, help=help_text
+            )
     return parser
 
 

@@ -100,7 +100,7 @@ def decode_flat(text: str) -> "dict[str, Any]":
             raise ProtocolError(f"expected {ch!r} at offset {i}")
         return i + 1
 
-    obj: "dict[str, Any]" = {}
+    obj: dict[str, Any] = {}
     i = expect(0, "{")
     i = skip(i)
     if i < n and text[i] == "}":
@@ -112,7 +112,7 @@ def decode_flat(text: str) -> "dict[str, Any]":
         except ValueError as e:
             raise ProtocolError(str(e)) from None
         i = skip(expect(i, ":"))
-        value: "Any"
+        value: Any
         if i < n and text[i] == '"':
             try:
                 value, i = _scanstring(text, i + 1)

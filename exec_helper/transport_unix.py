@@ -3,13 +3,14 @@
 Uses only the builtin ``_socket`` and ``posix`` modules (``import socket`` costs ≈7 ms).
 """
 
-import sys
-
 import _socket
 import posix
+import sys
 
 from exec_helper import paths
 from exec_helper.errors import AgentUnavailable, UnsafeRuntimeDir
+
+assert sys.platform != "win32"  # tells mypy the rest is Unix-only
 
 _S_IFMT = 0o170000
 _S_IFDIR = 0o040000

@@ -81,22 +81,53 @@ class APIServer:
 
 def _discovery(path: str) -> dict[str, Any] | None:
     if path == "/version":
-        return {"major": "1", "minor": "33", "gitVersion": "v1.33.0-kubetray-standin",
-                "platform": "linux/amd64"}
+        return {
+            "major": "1",
+            "minor": "33",
+            "gitVersion": "v1.33.0-kubetray-standin",
+            "platform": "linux/amd64",
+        }
     if path == "/api":
-        return {"kind": "APIVersions", "versions": ["v1"],
-                "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": ""}]}
+        return {
+            "kind": "APIVersions",
+            "versions": ["v1"],
+            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": ""}],
+        }
     if path == "/apis":
         return {"kind": "APIGroupList", "apiVersion": "v1", "groups": []}
     if path == "/api/v1":
-        return {"kind": "APIResourceList", "groupVersion": "v1", "resources": [
-            {"name": "namespaces", "singularName": "namespace", "namespaced": False,
-             "kind": "Namespace", "verbs": ["get", "list"], "shortNames": ["ns"]}]}
+        return {
+            "kind": "APIResourceList",
+            "groupVersion": "v1",
+            "resources": [
+                {
+                    "name": "namespaces",
+                    "singularName": "namespace",
+                    "namespaced": False,
+                    "kind": "Namespace",
+                    "verbs": ["get", "list"],
+                    "shortNames": ["ns"],
+                }
+            ],
+        }
     if path == "/api/v1/namespaces":
-        return {"kind": "NamespaceList", "apiVersion": "v1", "metadata": {"resourceVersion": "1"},
-                "items": [{"metadata": {"name": n, "uid": f"uid-{n}", "resourceVersion": "1",
-                                        "creationTimestamp": "2026-01-01T00:00:00Z"},
-                           "status": {"phase": "Active"}} for n in NAMESPACES]}
+        return {
+            "kind": "NamespaceList",
+            "apiVersion": "v1",
+            "metadata": {"resourceVersion": "1"},
+            "items": [
+                {
+                    "metadata": {
+                        "name": n,
+                        "uid": f"uid-{n}",
+                        "resourceVersion": "1",
+                        "creationTimestamp": "2026-01-01T00:00:00Z",
+                    },
+                    "status": {"phase": "Active"},
+                }
+                for n in NAMESPACES
+            ],
+        }
     return None
 
 
@@ -114,13 +145,30 @@ def _handler(api: APIServer) -> type[BaseHTTPRequestHandler]:
             with api._lock:
                 api.seen.append((path, outcome))
             if outcome == "401":
-                self._send(401, {"kind": "Status", "apiVersion": "v1", "status": "Failure",
-                                 "message": "Unauthorized", "reason": "Unauthorized", "code": 401})
+                self._send(
+                    401,
+                    {
+                        "kind": "Status",
+                        "apiVersion": "v1",
+                        "status": "Failure",
+                        "message": "Unauthorized",
+                        "reason": "Unauthorized",
+                        "code": 401,
+                    },
+                )
                 return
             doc = _discovery(path)
             if doc is None:
-                self._send(404, {"kind": "Status", "apiVersion": "v1", "status": "Failure",
-                                 "reason": "NotFound", "code": 404})
+                self._send(
+                    404,
+                    {
+                        "kind": "Status",
+                        "apiVersion": "v1",
+                        "status": "Failure",
+                        "reason": "NotFound",
+                        "code": 404,
+                    },
+                )
             else:
                 self._send(200, doc)
 

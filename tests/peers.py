@@ -37,7 +37,10 @@ def require(condition: bool, reason: str) -> None:
 
 
 def secret_service_available() -> bool:
-    return bool(os.environ.get("DBUS_SESSION_BUS_ADDRESS")) and shutil.which("gnome-keyring-daemon") is not None
+    return (
+        bool(os.environ.get("DBUS_SESSION_BUS_ADDRESS"))
+        and shutil.which("gnome-keyring-daemon") is not None
+    )
 
 
 def kubectl_binaries() -> dict[str, str]:
@@ -139,8 +142,12 @@ class KubetrayEnv:
             f"print(json.dumps(client.call_json({op!r})))"
         )
         out = subprocess.run(
-            [sys.executable, "-c", code], env=self.env, capture_output=True, text=True,
-            check=True, cwd=ROOT,
+            [sys.executable, "-c", code],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=ROOT,
         )
         return dict(json.loads(out.stdout))
 

@@ -52,9 +52,15 @@ class CA:
             .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
             .add_extension(
                 x509.KeyUsage(
-                    digital_signature=True, key_cert_sign=True, crl_sign=True,
-                    content_commitment=False, key_encipherment=False, data_encipherment=False,
-                    key_agreement=False, encipher_only=False, decipher_only=False,
+                    digital_signature=True,
+                    key_cert_sign=True,
+                    crl_sign=True,
+                    content_commitment=False,
+                    key_encipherment=False,
+                    data_encipherment=False,
+                    key_agreement=False,
+                    encipher_only=False,
+                    decipher_only=False,
                 ),
                 critical=True,
             )
@@ -78,7 +84,11 @@ class CA:
     ) -> Issued:
         key = ec.generate_private_key(ec.SECP256R1())
         start = not_before or dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)
-        usage = x509.oid.ExtendedKeyUsageOID.SERVER_AUTH if server else x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH
+        usage = (
+            x509.oid.ExtendedKeyUsageOID.SERVER_AUTH
+            if server
+            else x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH
+        )
         builder = (
             x509.CertificateBuilder()
             .subject_name(_name(cn, org))

@@ -185,4 +185,3 @@ class Broker:
             "identities": list(identities.values()),
             "calls": {"ok": ok, "failed": failed},
         }
-

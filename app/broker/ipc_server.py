@@ -6,8 +6,8 @@ timeout; a client of another uid is dropped before a byte is read.
 
 import json
 import logging
-import os
 import threading
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from app.broker.service import Service
@@ -28,13 +28,23 @@ class Connection(Protocol):
     def close(self) -> None: ...
 
 
+@dataclass(frozen=True)
+class Peer:
+    """Who connected: the process id, and whether it runs as the agent's own user."""
+
+    pid: int | None
+    same_user: bool
+    who: str
+    """For the log: "uid 1000" or the Windows account."""
+
+
 class Listener(Protocol):
     """A Unix socket or a Windows named pipe that yields connections with peer facts."""
 
     address: str
 
     def open(self) -> None: ...
-    def accept(self) -> tuple[Any, int | None, int]: ...
+    def accept(self) -> tuple[Any, Peer]: ...
     def close(self) -> None: ...
 
 
@@ -89,14 +99,15 @@ class IPCServer:
         """Accept until shutdown(); the listener must be open."""
         while not self._stopping.is_set():
             try:
-                conn, pid, uid = self.listener.accept()
+                conn, peer = self.listener.accept()
             except OSError:
                 if self._stopping.is_set():
                     return
                 log.exception("accept failed")
                 continue
-            if uid != os.getuid():
-                log.warning("refused a connection from uid %s (pid %s)", uid, pid)
+            pid = peer.pid
+            if not peer.same_user:
+                log.warning("refused a connection from %s (pid %s)", peer.who, pid)
                 conn.close()
                 continue
             if not self._slots.acquire(blocking=False):

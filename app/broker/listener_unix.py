@@ -10,7 +10,11 @@ import errno
 import fcntl
 import os
 import socket
+import sys
 
+assert sys.platform != "win32"  # tells mypy the rest is Unix-only
+
+from app.broker.ipc_server import Peer
 from app.errors import AgentRunning, AppError
 from exec_helper import paths
 from exec_helper.errors import UnsafeRuntimeDir
@@ -99,12 +103,12 @@ class UnixListener:
             probe.close()
         raise AgentRunning(f"something already answers on {self.address}")
 
-    def accept(self) -> tuple[socket.socket, int | None, int]:
-        """The next connection with its peer's (pid, uid)."""
+    def accept(self) -> tuple[socket.socket, Peer]:
+        """The next connection, with its peer's pid and whether it runs as us."""
         assert self._sock is not None, "open() first"
         conn, _ = self._sock.accept()
         pid, uid = peer_credentials(conn)  # type: ignore[arg-type]
-        return conn, pid, uid
+        return conn, Peer(pid=pid, same_user=uid == os.getuid(), who=f"uid {uid}")
 
     def close(self) -> None:
         """Stop listening, remove the socket, release the lock."""

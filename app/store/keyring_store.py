@@ -75,7 +75,8 @@ class KeyringSecretStore:
         return backend
 
     def _get_item(self, key: str) -> str | None:
-        return self._call(lambda: self._backend().get_password(SERVICE, key))
+        value: str | None = self._call(lambda: self._backend().get_password(SERVICE, key))
+        return value
 
     def _set_item(self, key: str, value: str) -> None:
         self._call(lambda: self._backend().set_password(SERVICE, key, value))

@@ -18,7 +18,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.peers import A1, B1, PY, V1, KubetrayEnv, cluster_info, kubetray_env, require, secret_service_available
+from tests.peers import (
+    A1,
+    B1,
+    PY,
+    V1,
+    KubetrayEnv,
+    cluster_info,
+    kubetray_env,
+    require,
+    secret_service_available,
+)
 from tests.pki import CA
 
 TOKEN = "kt-conformance-token.0123456789abcdef"
@@ -43,7 +53,14 @@ class Served:
         for args in (
             ["store", self.tok, "--token-file", str(files / "t")],
             ["store", self.tokb, "--token-file", str(files / "tb")],
-            ["store", self.crt, "--client-certificate", str(files / "c"), "--client-key", str(files / "k")],
+            [
+                "store",
+                self.crt,
+                "--client-certificate",
+                str(files / "c"),
+                "--client-key",
+                str(files / "k"),
+            ],
         ):
             done = kt.kubetray(*args)
             assert done.returncode == 0, done.stderr
@@ -56,7 +73,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         yield Served(kt, os.urandom(4).hex(), CA())
 
 
-def ok(done: subprocess.CompletedProcess[str], api_version: str = "client.authentication.k8s.io/v1") -> dict:
+def ok(
+    done: subprocess.CompletedProcess[str], api_version: str = "client.authentication.k8s.io/v1"
+) -> dict:
     """#1, #31, #33: exit 0, exactly one JSON document, the right version and kind."""
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)  # raises on a second document or any extra bytes
@@ -71,7 +90,9 @@ def failed(done: subprocess.CompletedProcess[str], *secrets: str) -> str:
     """#32, #34: exit 1, nothing on stdout, one line on stderr, no secret in it."""
     assert done.returncode == 1
     assert done.stdout == ""
-    lines = [line for line in done.stderr.splitlines() if not line.startswith("kubetray-exec: started")]
+    lines = [
+        line for line in done.stderr.splitlines() if not line.startswith("kubetray-exec: started")
+    ]
     assert len(lines) == 1, done.stderr
     for secret in (TOKEN, TOKEN_B, *secrets):
         assert secret not in done.stderr
@@ -85,11 +106,16 @@ def failed(done: subprocess.CompletedProcess[str], *secrets: str) -> str:
         (B1, "client.authentication.k8s.io/v1beta1"),  # 2
         (A1, "client.authentication.k8s.io/v1alpha1"),  # 3, 24
         (PY, "client.authentication.k8s.io/v1"),  # 7
-        ('{"kind":"ExecCredential","apiVersion":"client.authentication.k8s.io/v1"}', "client.authentication.k8s.io/v1"),  # 11
+        (
+            '{"kind":"ExecCredential","apiVersion":"client.authentication.k8s.io/v1"}',
+            "client.authentication.k8s.io/v1",
+        ),  # 11
     ],
     ids=["v1", "v1beta1", "v1alpha1", "python-client", "no-spec"],
 )
-def test_replies_in_the_version_asked_with_the_token(served: Served, exec_info: str, version: str) -> None:
+def test_replies_in_the_version_asked_with_the_token(
+    served: Served, exec_info: str, version: str
+) -> None:
     doc = ok(served.kt.run_helper("--stored", served.tok, exec_info=exec_info), version)
     assert doc["status"] == {"token": TOKEN}  # 30: no expiry known, so none sent
 
@@ -104,9 +130,21 @@ def test_replies_in_the_version_asked_with_the_token(served: Served, exec_info: 
         ("null", "decode:"),
         ("[]", "decode:"),
         (V1.replace("false", '"no"'), "decode: spec.interactive must be a boolean"),
-        (cluster_info("https://a", config=[1]), "decode: spec.cluster.config (the cluster's exec extension) must be a JSON object"),
+        (
+            cluster_info("https://a", config=[1]),
+            "decode: spec.cluster.config (the cluster's exec extension) must be a JSON object",
+        ),
     ],
-    ids=["v2", "kind-foo", "brace", "bad-data", "null", "array", "interactive-string", "config-array"],
+    ids=[
+        "v2",
+        "kind-foo",
+        "brace",
+        "bad-data",
+        "null",
+        "array",
+        "interactive-string",
+        "config-array",
+    ],
 )
 def test_bad_input_fails_with_one_clear_line(served: Served, exec_info: str, message: str) -> None:
     line = failed(served.kt.run_helper("--stored", served.tok, exec_info=exec_info))
@@ -124,13 +162,20 @@ def test_huge_input(served: Served) -> None:
     # Linux caps one environment string at 128 KiB, so that is the largest input there is.
     pad = "x" * (120 * 1024)
     big = V1[:-2] + ',"pad":"' + pad + '"}'
-    assert ok(served.kt.run_helper("--stored", served.tok, exec_info=big))["status"]["token"] == TOKEN
+    assert (
+        ok(served.kt.run_helper("--stored", served.tok, exec_info=big))["status"]["token"] == TOKEN
+    )
     line = failed(served.kt.run_helper("--stored", served.tok, exec_info="{" + pad))
     assert line.startswith("decode:") and len(line) < 300
 
 
 def test_escaped_server_and_trailing_newline(served: Served) -> None:  # 8
-    info = cluster_info("https://h.example:6443/p?a=1&b=<2>").replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
+    info = (
+        cluster_info("https://h.example:6443/p?a=1&b=<2>")
+        .replace("&", "\\u0026")
+        .replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+    )
     assert "\\u0026" in info and info.endswith("\n")
     ok(served.kt.run_helper("--stored", served.tok, exec_info=info))
     assert served.kt.calls()[0]["cluster"] == "https://h.example:6443/p?a=1&b=<2>"
@@ -142,15 +187,23 @@ def test_python_style_cluster_with_unknown_keys(served: Served) -> None:  # 12
         config=None,
         **{"certificate-authority": "/nonexistent/ca.crt", "name": "c1", "extensions": []},
     )
-    assert ok(served.kt.run_helper("--stored", served.tok, exec_info=info))["status"]["token"] == TOKEN
+    assert (
+        ok(served.kt.run_helper("--stored", served.tok, exec_info=info))["status"]["token"] == TOKEN
+    )
 
 
 def test_per_cluster_config_beats_args(served: Served) -> None:  # 13 (for stored), 17
     a = cluster_info("https://a.example:6443", config={"stored": served.tok})
     b = cluster_info("https://b.example:6443", config={"stored": served.tokb})
     for _ in range(2):  # cached entries stay apart
-        assert ok(served.kt.run_helper("--stored", served.tok, exec_info=a))["status"]["token"] == TOKEN
-        assert ok(served.kt.run_helper("--stored", served.tok, exec_info=b))["status"]["token"] == TOKEN_B
+        assert (
+            ok(served.kt.run_helper("--stored", served.tok, exec_info=a))["status"]["token"]
+            == TOKEN
+        )
+        assert (
+            ok(served.kt.run_helper("--stored", served.tok, exec_info=b))["status"]["token"]
+            == TOKEN_B
+        )
 
 
 @pytest.mark.parametrize(
@@ -162,13 +215,18 @@ def test_per_cluster_config_beats_args(served: Served) -> None:  # 13 (for store
     ids=["config-null", "config-absent"],
 )
 def test_no_per_cluster_config_uses_args(served: Served, info: str) -> None:
-    assert ok(served.kt.run_helper("--stored", served.tok, exec_info=info))["status"]["token"] == TOKEN
+    assert (
+        ok(served.kt.run_helper("--stored", served.tok, exec_info=info))["status"]["token"] == TOKEN
+    )
 
 
 def test_python_cluster_with_extensions_and_config_uses_config(served: Served) -> None:  # 18
     ext = [{"name": "client.authentication.k8s.io/exec", "extension": {"stored": served.tok}}]
     info = cluster_info("https://a", config={"stored": served.tokb}, extensions=ext)
-    assert ok(served.kt.run_helper("--stored", served.tok, exec_info=info))["status"]["token"] == TOKEN_B
+    assert (
+        ok(served.kt.run_helper("--stored", served.tok, exec_info=info))["status"]["token"]
+        == TOKEN_B
+    )
     older = json.loads(cluster_info("https://a", extensions=ext))
     del older["spec"]["cluster"]["config"]  # python client < v34.1 sends only the extensions
     done = served.kt.run_helper("--stored", served.tokb, exec_info=json.dumps(older))
@@ -177,12 +235,16 @@ def test_python_cluster_with_extensions_and_config_uses_config(served: Served) -
 
 def test_missing_extension_value_kind_is_named(served: Served) -> None:
     info = cluster_info("https://a", config={"stored": 7})
-    assert "client.authentication.k8s.io/exec extension sets stored" in failed(served.kt.run_helper(exec_info=info))
+    assert "client.authentication.k8s.io/exec extension sets stored" in failed(
+        served.kt.run_helper(exec_info=info)
+    )
 
 
 def test_login_needed_fails_fast_without_reading_stdin(served: Served) -> None:  # 19
     start = time.monotonic()
-    done = served.kt.run_helper("get-token", "--oidc-issuer-url=https://idp.example", "--oidc-client-id=kubectl")
+    done = served.kt.run_helper(
+        "get-token", "--oidc-issuer-url=https://idp.example", "--oidc-client-id=kubectl"
+    )
     assert time.monotonic() - start < 5
     assert failed(done).startswith("login required for kubectl@idp.example")
 
@@ -191,7 +253,10 @@ def test_non_interactive_with_a_silent_pty_does_not_block(served: Served) -> Non
     primary, secondary = pty.openpty()
     try:
         done = served.kt.run_helper(
-            "--oidc-issuer-url=https://idp.example", "--oidc-client-id=kubectl", stdin=secondary, timeout=10
+            "--oidc-issuer-url=https://idp.example",
+            "--oidc-client-id=kubectl",
+            stdin=secondary,
+            timeout=10,
         )
     finally:
         os.close(primary)
@@ -202,8 +267,11 @@ def test_non_interactive_with_a_silent_pty_does_not_block(served: Served) -> Non
 def test_interactive_true_with_a_pipe_is_not_interactive(served: Served) -> None:  # 22
     info = V1.replace("false", "true")
     done = served.kt.run_helper(
-        "--oidc-issuer-url=https://idp.example", "--oidc-client-id=kubectl", exec_info=info,
-        input="", timeout=10,
+        "--oidc-issuer-url=https://idp.example",
+        "--oidc-client-id=kubectl",
+        exec_info=info,
+        input="",
+        timeout=10,
     )
     assert "login required" in failed(done)
 
@@ -218,7 +286,9 @@ def test_client_certificate_pair(served: Served) -> None:  # 26, 27, 28
     assert status["clientCertificateData"].startswith(leaf_pem)
     assert status["clientKeyData"].startswith("-----BEGIN PRIVATE KEY-----")
     assert TS.match(status["expirationTimestamp"])
-    expires = datetime.strptime(status["expirationTimestamp"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    expires = datetime.strptime(status["expirationTimestamp"], "%Y-%m-%dT%H:%M:%SZ").replace(
+        tzinfo=UTC
+    )
     assert abs(expires - served.client.cert.not_valid_after_utc) < timedelta(seconds=1)
 
 
@@ -234,7 +304,9 @@ def test_cwd_does_not_matter(served: Served, tmp_path: Path) -> None:  # 37
 
 def test_kubelogin_style_arguments_are_accepted(served: Served) -> None:
     for prefix in (["get-token"], ["oidc-login", "get-token"]):
-        done = served.kt.run_helper(*prefix, "--stored", served.tok, "--token-cache-dir=~/.kube/cache/oidc-login", "-v", "1")
+        done = served.kt.run_helper(
+            *prefix, "--stored", served.tok, "--token-cache-dir=~/.kube/cache/oidc-login", "-v", "1"
+        )
         assert ok(done)["status"]["token"] == TOKEN
 
 
@@ -251,7 +323,11 @@ def test_no_credential_named(served: Served) -> None:
 def test_help_and_version_need_no_agent(tmp_path: Path) -> None:
     with kubetray_env(tmp_path) as kt:
         done = kt.run_helper("--help", exec_info=None)
-        assert done.returncode == 0 and "--oidc-issuer-url" in done.stdout and "--stored" in done.stdout
+        assert (
+            done.returncode == 0
+            and "--oidc-issuer-url" in done.stdout
+            and "--stored" in done.stdout
+        )
         assert kt.agent_pid() is None
 
 
@@ -278,16 +354,24 @@ def test_cache_skipped_on_request_and_after_a_401(served: Served) -> None:  # 39
     assert ok(served.kt.run_helper("--stored", served.tokb))["status"]["token"] == TOKEN_B
     swap("rotated-1")
     assert ok(served.kt.run_helper("--stored", served.tokb))["status"]["token"] == TOKEN_B  # cached
-    assert ok(served.kt.run_helper("--stored", served.tokb, "--force-refresh"))["status"]["token"] == "rotated-1"
+    assert (
+        ok(served.kt.run_helper("--stored", served.tokb, "--force-refresh"))["status"]["token"]
+        == "rotated-1"
+    )
     swap("rotated-2")
     retry = A1.replace('"spec":{}', '"spec":{"response":{"code":401,"header":{}}}')
-    doc = ok(served.kt.run_helper("--stored", served.tokb, exec_info=retry), "client.authentication.k8s.io/v1alpha1")
+    doc = ok(
+        served.kt.run_helper("--stored", served.tokb, exec_info=retry),
+        "client.authentication.k8s.io/v1alpha1",
+    )
     assert doc["status"]["token"] == "rotated-2"
     swap(TOKEN_B)
     served.kt.run_helper("--stored", served.tokb, "--force-refresh")
 
 
-def test_ten_parallel_cold_starts_share_one_agent(tmp_path: Path, keyring_session: None, name: str) -> None:  # 38
+def test_ten_parallel_cold_starts_share_one_agent(
+    tmp_path: Path, keyring_session: None, name: str
+) -> None:  # 38
     with kubetray_env(tmp_path) as kt:
         (kt.home / "t").write_text(TOKEN)
         assert kt.kubetray("store", name, "--token-file", str(kt.home / "t")).returncode == 0

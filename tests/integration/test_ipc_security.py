@@ -9,8 +9,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
 from exec_helper import protocol
 from tests.peers import ROOT, V1, KubetrayEnv, kubetray_env, require
 
@@ -19,8 +17,12 @@ NOBODY = 65534
 
 def start_agent(kt: KubetrayEnv) -> subprocess.Popen[str]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "app", "agent"], env=kt.env, cwd=ROOT,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [sys.executable, "-m", "app", "agent"],
+        env=kt.env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     deadline = time.monotonic() + 15
     while True:
@@ -78,7 +80,9 @@ def test_directory_and_socket_are_private(kt: KubetrayEnv) -> None:
     assert not (kt.runtime / "agent.sock").exists()
 
 
-def test_loose_directory_of_ours_is_refused_by_helper_and_tightened_by_agent(kt: KubetrayEnv) -> None:
+def test_loose_directory_of_ours_is_refused_by_helper_and_tightened_by_agent(
+    kt: KubetrayEnv,
+) -> None:
     kt.runtime.mkdir(mode=0o755)
     kt.runtime.chmod(0o755)
     done = kt.run_helper("--stored", "x", extra_env={"KUBETRAY_AGENT_COMMAND": "/bin/false"})
@@ -123,22 +127,32 @@ def test_another_uid_gets_nothing(kt: KubetrayEnv) -> None:
         )
         frames = (hello() + protocol.frame(json.dumps({"op": "status"}).encode())).hex()
         sock = str(kt.runtime / "agent.sock")
-        blocked = subprocess.run(as_nobody + [sys.executable, "-I", "-c", client, sock, frames],
-                                 capture_output=True, text=True, timeout=20)
+        blocked = subprocess.run(
+            [*as_nobody, sys.executable, "-I", "-c", client, sock, frames],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
         assert blocked.returncode != 0 and "PermissionError" in blocked.stderr  # 0700 directory
         # Even with the directory and socket opened up by mistake, the peer uid check holds.
         kt.runtime.parent.chmod(0o755)
         kt.runtime.chmod(0o755)
         (kt.runtime / "agent.sock").chmod(0o777)
-        opened = subprocess.run(as_nobody + [sys.executable, "-I", "-c", client, sock, frames],
-                                capture_output=True, text=True, timeout=20)
+        opened = subprocess.run(
+            [*as_nobody, sys.executable, "-I", "-c", client, sock, frames],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
         assert opened.stdout.strip() == "b''" or "ConnectionResetError" in opened.stderr
     finally:
         log = stop(proc)
     assert f"refused a connection from uid {NOBODY}" in log
 
 
-def test_oversized_garbage_and_hello_less_frames_are_dropped(kt: KubetrayEnv, keyring_session: None) -> None:
+def test_oversized_garbage_and_hello_less_frames_are_dropped(
+    kt: KubetrayEnv, keyring_session: None
+) -> None:
     proc = start_agent(kt)
     sock = kt.runtime / "agent.sock"
     try:
@@ -149,10 +163,18 @@ def test_oversized_garbage_and_hello_less_frames_are_dropped(kt: KubetrayEnv, ke
         assert raw_exchange(sock, protocol.frame(json.dumps({"op": "status"}).encode())) == []
         answer = raw_exchange(sock, hello(99), protocol.frame(b"{}"))
         assert answer[-1]["exit"] == 1 and "restart the agent" in answer[-1]["stderr"]
-        answer = raw_exchange(sock, hello(), protocol.frame(json.dumps({"op": "read_secret"}).encode()))
-        assert answer[-1]["exit"] == 1 and "does not know the request 'read_secret'" in answer[-1]["stderr"]
+        answer = raw_exchange(
+            sock, hello(), protocol.frame(json.dumps({"op": "read_secret"}).encode())
+        )
+        assert (
+            answer[-1]["exit"] == 1
+            and "does not know the request 'read_secret'" in answer[-1]["stderr"]
+        )
         status = raw_exchange(sock, hello(), protocol.frame(json.dumps({"op": "status"}).encode()))
-        assert status[0]["type"] == "hello" and json.loads(status[-1]["stdout"])["agent"]["pid"] == proc.pid
+        assert (
+            status[0]["type"] == "hello"
+            and json.loads(status[-1]["stdout"])["agent"]["pid"] == proc.pid
+        )
     finally:
         stop(proc)
 
@@ -188,7 +210,11 @@ def test_one_agent_per_user_and_stale_socket_replaced(kt: KubetrayEnv) -> None:
     assert (kt.runtime / "agent.sock").exists()
     third = start_agent(kt)
     try:
-        answer = raw_exchange(kt.runtime / "agent.sock", hello(), protocol.frame(json.dumps({"op": "status"}).encode()))
+        answer = raw_exchange(
+            kt.runtime / "agent.sock",
+            hello(),
+            protocol.frame(json.dumps({"op": "status"}).encode()),
+        )
         assert json.loads(answer[-1]["stdout"])["agent"]["pid"] == third.pid
     finally:
         stop(third)
@@ -205,9 +231,19 @@ def test_helper_refuses_an_agent_of_another_uid(tmp_path: Path) -> None:
         kt.runtime.parent.chmod(0o755)
         os.chmod(kt.runtime, 0o777)  # let nobody create its socket in our directory...
         proc = subprocess.Popen(
-            ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
-             sys.executable, "-I", "-c", squatter, str(kt.runtime / "agent.sock")],
-            stdout=subprocess.PIPE, text=True,
+            [
+                "setpriv",
+                f"--reuid={NOBODY}",
+                f"--regid={NOBODY}",
+                "--clear-groups",
+                sys.executable,
+                "-I",
+                "-c",
+                squatter,
+                str(kt.runtime / "agent.sock"),
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
         )
         try:
             assert proc.stdout is not None and proc.stdout.readline().strip() == "up"

@@ -39,7 +39,9 @@ def api(ca: CA) -> Iterator[APIServer]:
 
 
 @pytest.fixture
-def stored(kt: KubetrayEnv, keyring_session: None, name: str, client_cert: Issued, ca: CA, tmp_path: Path) -> Iterator[dict[str, str]]:
+def stored(
+    kt: KubetrayEnv, keyring_session: None, name: str, client_cert: Issued, ca: CA, tmp_path: Path
+) -> Iterator[dict[str, str]]:
     (tmp_path / "t").write_text(TOKEN)
     (tmp_path / "c").write_bytes(client_cert.cert_pem)
     (tmp_path / "k").write_bytes(client_cert.key_pem)
@@ -47,7 +49,14 @@ def stored(kt: KubetrayEnv, keyring_session: None, name: str, client_cert: Issue
     names = {"token": name, "cert": name + "-cert", "wrong": name + "-wrong"}
     for args in (
         ["store", names["token"], "--token-file", str(tmp_path / "t")],
-        ["store", names["cert"], "--client-certificate", str(tmp_path / "c"), "--client-key", str(tmp_path / "k")],
+        [
+            "store",
+            names["cert"],
+            "--client-certificate",
+            str(tmp_path / "c"),
+            "--client-key",
+            str(tmp_path / "k"),
+        ],
         ["store", names["wrong"], "--token-file", str(tmp_path / "wrong")],
     ):
         done = kt.kubetray(*args)
@@ -59,24 +68,40 @@ def stored(kt: KubetrayEnv, keyring_session: None, name: str, client_cert: Issue
 
 def kubeconfig(kt: KubetrayEnv, api: APIServer, stored_name: str, path: Path) -> Path:
     """A kubeconfig whose user runs kubetray-exec; the exec env names kubetray's directories."""
-    env = [{"name": k, "value": v} for k, v in kt.env.items() if k.startswith("KUBETRAY_") or k == "PYTHONPATH"]
+    env = [
+        {"name": k, "value": v}
+        for k, v in kt.env.items()
+        if k.startswith("KUBETRAY_") or k == "PYTHONPATH"
+    ]
     doc: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Config",
         "current-context": "e2e",
-        "clusters": [{"name": "e2e", "cluster": {
-            "server": api.url,
-            "certificate-authority-data": base64.b64encode(api.ca_pem).decode(),
-        }}],
-        "users": [{"name": "e2e", "user": {"exec": {
-            "apiVersion": "client.authentication.k8s.io/v1",
-            "command": str(kt.helper),
-            "args": ["--stored", stored_name],
-            "env": env,
-            "interactiveMode": "Never",
-            "provideClusterInfo": True,
-            "installHint": "install kubetray",
-        }}}],
+        "clusters": [
+            {
+                "name": "e2e",
+                "cluster": {
+                    "server": api.url,
+                    "certificate-authority-data": base64.b64encode(api.ca_pem).decode(),
+                },
+            }
+        ],
+        "users": [
+            {
+                "name": "e2e",
+                "user": {
+                    "exec": {
+                        "apiVersion": "client.authentication.k8s.io/v1",
+                        "command": str(kt.helper),
+                        "args": ["--stored", stored_name],
+                        "env": env,
+                        "interactiveMode": "Never",
+                        "provideClusterInfo": True,
+                        "installHint": "install kubetray",
+                    }
+                },
+            }
+        ],
         "contexts": [{"name": "e2e", "context": {"cluster": "e2e", "user": "e2e"}}],
     }
     path.write_text(yaml.safe_dump(doc))
@@ -85,19 +110,27 @@ def kubeconfig(kt: KubetrayEnv, api: APIServer, stored_name: str, path: Path) ->
 
 def kubectl(version: str, config: Path, kt: KubetrayEnv) -> subprocess.CompletedProcess[str]:
     binaries = kubectl_binaries()
-    require(version in binaries, f"kubectl {version} is not installed (the machine's kubectl package has it)")
+    require(
+        version in binaries,
+        f"kubectl {version} is not installed (the machine's kubectl package has it)",
+    )
     # The parent environment names a *wrong* runtime directory: kubeconfig's exec env must win (#35).
     env = dict(kt.env, KUBETRAY_RUNTIME_DIR="/nonexistent/kubetray", HOME=str(kt.home))
     return subprocess.run(
         [binaries[version], "--kubeconfig", str(config), "get", "namespaces", "-o", "name"],
-        env=env, capture_output=True, text=True, timeout=120,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
 @pytest.mark.kubectl
 @pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("mode", ["token", "cert"])
-def test_kubectl_lists_namespaces(kt: KubetrayEnv, api: APIServer, stored: dict[str, str], tmp_path: Path, version: str, mode: str) -> None:
+def test_kubectl_lists_namespaces(
+    kt: KubetrayEnv, api: APIServer, stored: dict[str, str], tmp_path: Path, version: str, mode: str
+) -> None:
     config = kubeconfig(kt, api, stored[mode], tmp_path / "kubeconfig")
     done = kubectl(version, config, kt)
     assert done.returncode == 0, done.stderr
@@ -110,7 +143,9 @@ def test_kubectl_lists_namespaces(kt: KubetrayEnv, api: APIServer, stored: dict[
 
 @pytest.mark.kubectl
 @pytest.mark.parametrize("version", VERSIONS)
-def test_one_401_runs_the_helper_once_more(kt: KubetrayEnv, api: APIServer, stored: dict[str, str], tmp_path: Path, version: str) -> None:
+def test_one_401_runs_the_helper_once_more(
+    kt: KubetrayEnv, api: APIServer, stored: dict[str, str], tmp_path: Path, version: str
+) -> None:
     config = kubeconfig(kt, api, stored["token"], tmp_path / "kubeconfig")
     api.reject_next = 1
     kubectl(version, config, kt)
@@ -120,7 +155,9 @@ def test_one_401_runs_the_helper_once_more(kt: KubetrayEnv, api: APIServer, stor
 
 @pytest.mark.kubectl
 @pytest.mark.parametrize("version", VERSIONS)
-def test_kubectl_with_a_rejected_token_fails_without_leaking_it(kt: KubetrayEnv, api: APIServer, stored: dict[str, str], tmp_path: Path, version: str) -> None:
+def test_kubectl_with_a_rejected_token_fails_without_leaking_it(
+    kt: KubetrayEnv, api: APIServer, stored: dict[str, str], tmp_path: Path, version: str
+) -> None:
     config = kubeconfig(kt, api, stored["wrong"], tmp_path / "kubeconfig")
     done = kubectl(version, config, kt)
     assert done.returncode != 0
@@ -131,7 +168,9 @@ def test_kubectl_with_a_rejected_token_fails_without_leaking_it(kt: KubetrayEnv,
 
 
 @pytest.mark.kubectl
-def test_kubectl_shows_the_helpers_error(kt: KubetrayEnv, api: APIServer, keyring_session: None, tmp_path: Path) -> None:
+def test_kubectl_shows_the_helpers_error(
+    kt: KubetrayEnv, api: APIServer, keyring_session: None, tmp_path: Path
+) -> None:
     config = kubeconfig(kt, api, "never-stored", tmp_path / "kubeconfig")
     done = kubectl("1.33", config, kt)
     assert done.returncode != 0
@@ -141,13 +180,17 @@ def test_kubectl_shows_the_helpers_error(kt: KubetrayEnv, api: APIServer, keyrin
 
 
 @pytest.mark.parametrize("mode", ["token", "cert"])
-def test_python_client_lists_namespaces(kt: KubetrayEnv, api: APIServer, stored: dict[str, str], tmp_path: Path, mode: str) -> None:
+def test_python_client_lists_namespaces(
+    kt: KubetrayEnv, api: APIServer, stored: dict[str, str], tmp_path: Path, mode: str
+) -> None:
     import kubernetes
 
     config = kubeconfig(kt, api, stored[mode], tmp_path / "kubeconfig")
     client = kubernetes.config.new_client_from_config(config_file=str(config))
     try:
-        names = [ns.metadata.name for ns in kubernetes.client.CoreV1Api(client).list_namespace().items]
+        names = [
+            ns.metadata.name for ns in kubernetes.client.CoreV1Api(client).list_namespace().items
+        ]
     finally:
         client.close()
     assert names == NAMESPACES

@@ -46,7 +46,9 @@ def test_round_trip_and_replace(store: SecretStore, key: str, size: int) -> None
     assert store.get(key) is None
 
 
-def test_large_secrets_are_sealed_not_plaintext(tmp_path: Path, keyring_session: None, key: str) -> None:
+def test_large_secrets_are_sealed_not_plaintext(
+    tmp_path: Path, keyring_session: None, key: str
+) -> None:
     store = KeyringSecretStore(sealed_dir=str(tmp_path / "secrets"))
     secret = b"-----BEGIN PRIVATE KEY-----" + b"S" * 3000
     store.set(key, secret)
@@ -81,7 +83,11 @@ def test_no_keyring_is_a_clear_error_and_loses_nothing(kt: KubetrayEnv, tmp_path
     env = dict(kt.env, DBUS_SESSION_BUS_ADDRESS="unix:path=/nonexistent/bus")
     done = subprocess.run(
         [sys.executable, "-m", "app", "store", "x", "--token-file", str(token)],
-        env=env, capture_output=True, text=True, cwd=ROOT, timeout=60,
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
     )
     assert done.returncode == 1
     lines = done.stderr.splitlines()
@@ -92,7 +98,9 @@ def test_no_keyring_is_a_clear_error_and_loses_nothing(kt: KubetrayEnv, tmp_path
     assert not (kt.config / "stored.json").exists()
 
 
-def test_store_leaves_no_plaintext_anywhere(kt: KubetrayEnv, keyring_session: None, name: str, tmp_path: Path) -> None:
+def test_store_leaves_no_plaintext_anywhere(
+    kt: KubetrayEnv, keyring_session: None, name: str, tmp_path: Path
+) -> None:
     from tests.pki import CA
 
     ca = CA()
@@ -103,7 +111,17 @@ def test_store_leaves_no_plaintext_anywhere(kt: KubetrayEnv, keyring_session: No
     (files / "c").write_bytes(client.cert_pem)
     (files / "k").write_bytes(client.key_pem)
     assert kt.kubetray("store", name, "--token-file", str(files / "t")).returncode == 0
-    assert kt.kubetray("store", name + "c", "--client-certificate", str(files / "c"), "--client-key", str(files / "k")).returncode == 0
+    assert (
+        kt.kubetray(
+            "store",
+            name + "c",
+            "--client-certificate",
+            str(files / "c"),
+            "--client-key",
+            str(files / "k"),
+        ).returncode
+        == 0
+    )
     done = kt.run_helper("--stored", name)
     assert done.returncode == 0
     key_body = client.key_pem.decode().splitlines()[1]
@@ -121,7 +139,9 @@ def test_store_leaves_no_plaintext_anywhere(kt: KubetrayEnv, keyring_session: No
     assert done.returncode == 1 and f"no stored credential named '{name}'" in done.stderr
 
 
-def test_store_rejects_bad_input_and_keeps_the_old_value(kt: KubetrayEnv, keyring_session: None, name: str, tmp_path: Path) -> None:
+def test_store_rejects_bad_input_and_keeps_the_old_value(
+    kt: KubetrayEnv, keyring_session: None, name: str, tmp_path: Path
+) -> None:
     from tests.pki import CA
 
     good = tmp_path / "good"
@@ -135,11 +155,20 @@ def test_store_rejects_bad_input_and_keeps_the_old_value(kt: KubetrayEnv, keyrin
     a, b = ca.issue("a"), ca.issue("b")
     (tmp_path / "c").write_bytes(a.cert_pem)
     (tmp_path / "k").write_bytes(b.key_pem)
-    done = kt.kubetray("store", name, "--client-certificate", str(tmp_path / "c"), "--client-key", str(tmp_path / "k"))
+    done = kt.kubetray(
+        "store",
+        name,
+        "--client-certificate",
+        str(tmp_path / "c"),
+        "--client-key",
+        str(tmp_path / "k"),
+    )
     assert done.returncode == 1 and "does not belong to the certificate" in done.stderr
     done = kt.kubetray("store", name, "--token-file", str(tmp_path / "missing"))
     assert done.returncode == 2 and "cannot read the token file" in done.stderr
     assert "the-good-token" in kt.run_helper("--stored", name).stdout
-    assert kt.kubetray("store", name, "--token-file", "-", input="from-stdin-token\n").returncode == 0
+    assert (
+        kt.kubetray("store", name, "--token-file", "-", input="from-stdin-token\n").returncode == 0
+    )
     assert "from-stdin-token" in kt.run_helper("--stored", name).stdout  # the agent was told
     kt.kubetray("forget", name)

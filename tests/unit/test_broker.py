@@ -34,8 +34,19 @@ def broker(stored: StoredCredentials, clock: Clock) -> Broker:
 
 
 def test_identity_keys() -> None:
-    a = identity_for(resolve(["--oidc-issuer-url=https://i", "--oidc-client-id=c", "--oidc-extra-scope=b,a"]))
-    b = identity_for(resolve(["--oidc-issuer-url=https://i", "--oidc-client-id=c", "--oidc-extra-scope=a", "--oidc-extra-scope=b"]))
+    a = identity_for(
+        resolve(["--oidc-issuer-url=https://i", "--oidc-client-id=c", "--oidc-extra-scope=b,a"])
+    )
+    b = identity_for(
+        resolve(
+            [
+                "--oidc-issuer-url=https://i",
+                "--oidc-client-id=c",
+                "--oidc-extra-scope=a",
+                "--oidc-extra-scope=b",
+            ]
+        )
+    )
     c = identity_for(resolve(["--oidc-issuer-url=https://i", "--oidc-client-id=c"]))
     assert a == b and a.key != c.key and a.name == "c@i"
     assert identity_for(resolve(["--stored", "x"])).key == "stored:x"
@@ -43,11 +54,15 @@ def test_identity_keys() -> None:
         identity_for(resolve([]))
 
 
-def test_concurrent_callers_share_one_fetch(broker: Broker, stored: StoredCredentials, store: CountingStore, clock: Clock) -> None:
+def test_concurrent_callers_share_one_fetch(
+    broker: Broker, stored: StoredCredentials, store: CountingStore, clock: Clock
+) -> None:
     stored.save(StoredCredential(name="p", token="tok"), clock())
     store.gets = 0
     with ThreadPoolExecutor(8) as pool:
-        results = list(pool.map(lambda _: broker.get_credential(resolve(["--stored", "p"])), range(8)))
+        results = list(
+            pool.map(lambda _: broker.get_credential(resolve(["--stored", "p"])), range(8))
+        )
     assert {cred.token for _, cred in results} == {"tok"}
     assert store.gets == 1
     broker.get_credential(resolve(["--stored", "p"]))
@@ -65,8 +80,15 @@ def test_invalidate_reloads(broker: Broker, stored: StoredCredentials, clock: Cl
     assert broker.get_credential(resolve(["--stored", "p"]))[1].token == "two"
 
 
-def test_expired_credential_is_refused_and_shown(broker: Broker, stored: StoredCredentials, clock: Clock) -> None:
-    stored.save(StoredCredential(name="c", certificate_pem="C", key_pem="K", not_after=clock() + timedelta(hours=1)), clock())
+def test_expired_credential_is_refused_and_shown(
+    broker: Broker, stored: StoredCredentials, clock: Clock
+) -> None:
+    stored.save(
+        StoredCredential(
+            name="c", certificate_pem="C", key_pem="K", not_after=clock() + timedelta(hours=1)
+        ),
+        clock(),
+    )
     assert broker.get_credential(resolve(["--stored", "c"]))[1].certificate_pem == "C"
     clock.advance(hours=2)
     with pytest.raises(CredentialError, match="expired at"):
@@ -77,16 +99,38 @@ def test_expired_credential_is_refused_and_shown(broker: Broker, stored: StoredC
 
 def test_oidc_identity_needs_login(broker: Broker) -> None:
     with pytest.raises(CredentialError, match="login required for kubectl@idp"):
-        broker.get_credential(resolve(["--oidc-issuer-url=https://idp", "--oidc-client-id=kubectl"]), cluster="https://k")
+        broker.get_credential(
+            resolve(["--oidc-issuer-url=https://idp", "--oidc-client-id=kubectl"]),
+            cluster="https://k",
+        )
     entry = broker.status()["identities"][0]
-    assert entry["state"] == "needs login" and entry["clusters"] == ["https://k"] and entry["calls"] == 1
+    assert (
+        entry["state"] == "needs login"
+        and entry["clusters"] == ["https://k"]
+        and entry["calls"] == 1
+    )
 
 
-def test_status_lists_stored_before_use(broker: Broker, stored: StoredCredentials, clock: Clock) -> None:
+def test_status_lists_stored_before_use(
+    broker: Broker, stored: StoredCredentials, clock: Clock
+) -> None:
     stored.save(StoredCredential(name="a", token="x"), clock())
-    stored.save(StoredCredential(name="b", certificate_pem="C", key_pem="K", not_after=clock() + timedelta(days=3), subject="CN=u"), clock())
+    stored.save(
+        StoredCredential(
+            name="b",
+            certificate_pem="C",
+            key_pem="K",
+            not_after=clock() + timedelta(days=3),
+            subject="CN=u",
+        ),
+        clock(),
+    )
     by_name = {i["name"]: i for i in broker.status()["identities"]}
-    assert by_name["a"]["kind"] == "token" and by_name["a"]["state"] == "ready" and by_name["a"]["expires"] is None
+    assert (
+        by_name["a"]["kind"] == "token"
+        and by_name["a"]["state"] == "ready"
+        and by_name["a"]["expires"] is None
+    )
     assert by_name["b"]["kind"] == "client-certificate" and by_name["b"]["subject"] == "CN=u"
     assert stored.remove("a") is True and stored.remove("a") is False
     assert [i["name"] for i in broker.status()["identities"]] == ["b"]

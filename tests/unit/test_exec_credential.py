@@ -19,7 +19,9 @@ def test_versions_and_interactive() -> None:
 
 
 def test_cluster_and_config() -> None:
-    info = parse_exec_info(cluster_info("https://a:6443", config={"stored": "x"}, **{"proxy-url": "http://p:3128"}))
+    info = parse_exec_info(
+        cluster_info("https://a:6443", config={"stored": "x"}, **{"proxy-url": "http://p:3128"})
+    )
     assert info.cluster is not None
     assert info.cluster.server == "https://a:6443"
     assert info.cluster.config == {"stored": "x"}
@@ -41,9 +43,15 @@ def test_old_client_retry_carries_the_401() -> None:
         ("null", "^decode: KUBERNETES_EXEC_INFO must be a JSON object, not null"),
         ("[]", "^decode: KUBERNETES_EXEC_INFO must be a JSON object, not an array"),
         ('{"kind":"ExecCredential","apiVersion":"v1"}', "invalid group/kind"),
-        ('{"apiVersion":"client.authentication.k8s.io/v1"}', "invalid group/kind: wanted ExecCredential"),
+        (
+            '{"apiVersion":"client.authentication.k8s.io/v1"}',
+            "invalid group/kind: wanted ExecCredential",
+        ),
         (V1.replace("/v1", "/v9"), "unsupported apiVersion client.authentication.k8s.io/v9"),
-        (V1.replace('"spec":{"interactive":false}', '"spec":[]'), "^decode: spec must be a JSON object"),
+        (
+            V1.replace('"spec":{"interactive":false}', '"spec":[]'),
+            "^decode: spec must be a JSON object",
+        ),
         (cluster_info(""), "^decode: spec.cluster.server must be a non-empty string"),
     ],
 )
@@ -67,5 +75,12 @@ def test_render_token_and_expiry_format() -> None:
 def test_render_needs_a_pair_or_a_token() -> None:
     with pytest.raises(ValueError, match="token or a certificate and key"):
         render("client.authentication.k8s.io/v1", client_certificate_data="c")
-    doc = json.loads(render("client.authentication.k8s.io/v1", client_certificate_data="c", client_key_data="k", expiration=datetime(2030, 1, 1, tzinfo=UTC)))
+    doc = json.loads(
+        render(
+            "client.authentication.k8s.io/v1",
+            client_certificate_data="c",
+            client_key_data="k",
+            expiration=datetime(2030, 1, 1, tzinfo=UTC),
+        )
+    )
     assert set(doc["status"]) == {"clientCertificateData", "clientKeyData", "expirationTimestamp"}

@@ -8,9 +8,16 @@ from pathlib import Path
 from tests.peers import ROOT
 
 HOT_PATH_ALLOWED = {
-    "exec_helper", "exec_helper.__main__", "exec_helper.paths", "exec_helper.protocol",
-    "exec_helper.errors", "exec_helper.transport", "exec_helper.transport_unix",
-    "_socket", "_json", "posix",
+    "exec_helper",
+    "exec_helper.__main__",
+    "exec_helper.paths",
+    "exec_helper.protocol",
+    "exec_helper.errors",
+    "exec_helper.transport",
+    "exec_helper.transport_unix",
+    "_socket",
+    "_json",
+    "posix",
 }
 
 
@@ -29,7 +36,9 @@ def test_exec_helper_is_standard_library_only() -> None:
     for path in (ROOT / "exec_helper").rglob("*.py"):
         for name in imports(path):
             top = name.split(".")[0]
-            assert top == "exec_helper" or top in sys.stdlib_module_names, f"{path.name} imports {name}"
+            assert top == "exec_helper" or top in sys.stdlib_module_names, (
+                f"{path.name} imports {name}"
+            )
 
 
 def test_only_the_ui_imports_qt() -> None:
@@ -45,6 +54,8 @@ def test_hot_path_loads_only_builtins(tmp_path: Path) -> None:
         "import sys; before = set(sys.modules); sys.path.insert(0, sys.argv[1]); "
         "import exec_helper.__main__, exec_helper.transport; print(' '.join(sorted(set(sys.modules) - before)))"
     )
-    out = subprocess.run([sys.executable, "-IS", "-c", code, str(ROOT)], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-IS", "-c", code, str(ROOT)], capture_output=True, text=True, check=True
+    )
     loaded = set(out.stdout.split())
     assert loaded <= HOT_PATH_ALLOWED, loaded - HOT_PATH_ALLOWED

@@ -14,7 +14,11 @@ flat = st.dictionaries(st.text(), scalars, max_size=8)
 
 @given(flat)
 def test_server_frames_decode_like_json(doc: dict) -> None:
-    for text in (json.dumps(doc), json.dumps(doc, separators=(",", ":")), json.dumps(doc, ensure_ascii=False)):
+    for text in (
+        json.dumps(doc),
+        json.dumps(doc, separators=(",", ":")),
+        json.dumps(doc, ensure_ascii=False),
+    ):
         assert protocol.decode_flat(text) == doc
 
 
@@ -27,7 +31,18 @@ def test_helper_requests_are_json(doc: dict) -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["", "{", "[]", '{"a":{"b":1}}', '{"a":[1]}', '{"a":1,}', '{"a":1} x', '{"a" 1}', '{"a":"\\x"}', '{"a":1.5}'],
+    [
+        "",
+        "{",
+        "[]",
+        '{"a":{"b":1}}',
+        '{"a":[1]}',
+        '{"a":1,}',
+        '{"a":1} x',
+        '{"a" 1}',
+        '{"a":"\\x"}',
+        '{"a":1.5}',
+    ],
 )
 def test_decode_refuses_what_is_not_a_flat_object(text: str) -> None:
     with pytest.raises(protocol.ProtocolError):

@@ -44,8 +44,12 @@ def test_certificates() -> None:
     ca = CA()
     user = ca.issue("alice", org="devs")
     cred = certificate_credential("n", user.cert_pem + ca.cert_pem, user.key_pem, "c", "k", NOW)
-    assert cred.certificate_pem is not None and cred.certificate_pem.startswith(user.cert_pem.decode())
-    assert cred.key_pem is not None and cred.key_pem.startswith("-----BEGIN PRIVATE KEY-----")  # PKCS#8
+    assert cred.certificate_pem is not None and cred.certificate_pem.startswith(
+        user.cert_pem.decode()
+    )
+    assert cred.key_pem is not None and cred.key_pem.startswith(
+        "-----BEGIN PRIVATE KEY-----"
+    )  # PKCS#8
     assert cred.subject == "O=devs,CN=alice"
     assert cred.not_after == user.cert.not_valid_after_utc
     assert StoredCredential.from_bytes(cred.to_bytes()) == cred
@@ -57,7 +61,8 @@ def test_certificates() -> None:
     with pytest.raises(CredentialError, match="expired at"):
         certificate_credential("n", old.cert_pem, old.key_pem, "c", "k", NOW)
     locked = user.key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
         serialization.BestAvailableEncryption(b"pw"),
     )
     with pytest.raises(CredentialError, match="is encrypted"):
