@@ -1,0 +1,63 @@
+"""`kubetray status`: what a person and a script see, with and without an agent."""
+
+import json
+from pathlib import Path
+
+from tests.peers import KubetrayEnv
+
+
+def test_status_without_and_with_an_agent(
+    kt: KubetrayEnv, keyring_session: None, name: str, tmp_path: Path
+) -> None:
+    from tests.pki import CA
+
+    ca = CA()
+    user = ca.issue("status-user", org="devs")
+    (tmp_path / "c").write_bytes(user.cert_pem)
+    (tmp_path / "k").write_bytes(user.key_pem)
+    (tmp_path / "t").write_text("status-token")
+    assert (
+        kt.kubetray(
+            "store",
+            name,
+            "--client-certificate",
+            str(tmp_path / "c"),
+            "--client-key",
+            str(tmp_path / "k"),
+        ).returncode
+        == 0
+    )
+    assert kt.kubetray("store", name + "t", "--token-file", str(tmp_path / "t")).returncode == 0
+
+    idle = kt.kubetray("status")
+    assert idle.returncode == 0
+    assert "agent: not running" in idle.stdout
+    assert name in idle.stdout and "client-certificate" in idle.stdout and "(in 23h" in idle.stdout
+
+    assert kt.run_helper("--stored", name + "t").returncode == 0
+    assert kt.run_helper("--stored", "missing-one").returncode == 1
+    table = kt.kubetray("status")
+    assert f"agent: running (pid {kt.agent_pid()}" in table.stdout
+    row = next(line for line in table.stdout.splitlines() if line.startswith(name + "t "))
+    assert row.split()[1:4] == ["token", "ready", "-"] and row.split()[-1] == "1"
+    assert "missing-one: no stored credential named 'missing-one'" in table.stdout
+
+    doc = json.loads(kt.kubetray("status", "--json").stdout)
+    by_name = {i["name"]: i for i in doc["identities"]}
+    assert by_name[name]["subject"] == "O=devs,CN=status-user"
+    assert by_name[name]["expires"].startswith(
+        user.cert.not_valid_after_utc.strftime("%Y-%m-%dT%H:%M")
+    )
+    assert by_name[name + "t"]["calls"] == 1 and by_name["missing-one"]["state"] == "error"
+    assert doc["calls"] == {"ok": 1, "failed": 1}
+    assert "status-token" not in json.dumps(doc) + table.stdout
+    for n in (name, name + "t"):
+        kt.kubetray("forget", n)
+
+
+def test_usage_errors(kt: KubetrayEnv) -> None:
+    done = kt.kubetray("store", "x")
+    assert done.returncode == 2 and done.stderr.startswith("error: nothing to store\nhint: ")
+    done = kt.kubetray("forget", "bad name")
+    assert done.returncode == 2 and "invalid credential name" in done.stderr
+    assert kt.kubetray().returncode == 2
