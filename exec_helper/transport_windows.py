@@ -25,52 +25,52 @@ _TOKEN_QUERY = 0x0008
 _TOKEN_USER = 1
 _PROCESS_QUERY_LIMITED_INFORMATION = 0x1000
 
-_kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)
-_advapi32 = ctypes.WinDLL("advapi32", use_last_error=True)
+kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)
+advapi32 = ctypes.WinDLL("advapi32", use_last_error=True)
 
 
 def _process_sid(process: int) -> str:
     token = wintypes.HANDLE()
-    if not _advapi32.OpenProcessToken(wintypes.HANDLE(process), _TOKEN_QUERY, ctypes.byref(token)):
+    if not advapi32.OpenProcessToken(wintypes.HANDLE(process), _TOKEN_QUERY, ctypes.byref(token)):
         raise ctypes.WinError(ctypes.get_last_error())
     try:
         size = wintypes.DWORD()
-        _advapi32.GetTokenInformation(token, _TOKEN_USER, None, 0, ctypes.byref(size))
+        advapi32.GetTokenInformation(token, _TOKEN_USER, None, 0, ctypes.byref(size))
         buf = ctypes.create_string_buffer(size.value)
-        if not _advapi32.GetTokenInformation(token, _TOKEN_USER, buf, size, ctypes.byref(size)):
+        if not advapi32.GetTokenInformation(token, _TOKEN_USER, buf, size, ctypes.byref(size)):
             raise ctypes.WinError(ctypes.get_last_error())
         sid_ptr = ctypes.cast(buf, ctypes.POINTER(ctypes.c_void_p))[0]  # TOKEN_USER.User.Sid
         text = wintypes.LPWSTR()
-        if not _advapi32.ConvertSidToStringSidW(ctypes.c_void_p(sid_ptr), ctypes.byref(text)):
+        if not advapi32.ConvertSidToStringSidW(ctypes.c_void_p(sid_ptr), ctypes.byref(text)):
             raise ctypes.WinError(ctypes.get_last_error())
         try:
             return str(text.value)
         finally:
-            _kernel32.LocalFree(text)
+            kernel32.LocalFree(text)
     finally:
-        _kernel32.CloseHandle(token)
+        kernel32.CloseHandle(token)
 
 
 def current_sid() -> str:
     """The string SID of the user running this process."""
-    return _process_sid(_kernel32.GetCurrentProcess())
+    return _process_sid(kernel32.GetCurrentProcess())
 
 
 def sid_of_pid(pid: int) -> str:
     """The string SID of the user running process ``pid``."""
-    handle = _kernel32.OpenProcess(_PROCESS_QUERY_LIMITED_INFORMATION, False, pid)
+    handle = kernel32.OpenProcess(_PROCESS_QUERY_LIMITED_INFORMATION, False, pid)
     if not handle:
         raise ctypes.WinError(ctypes.get_last_error())
     try:
         return _process_sid(handle)
     finally:
-        _kernel32.CloseHandle(handle)
+        kernel32.CloseHandle(handle)
 
 
 def current_session() -> int:
     """This process's logon session id."""
     session = wintypes.DWORD()
-    if not _kernel32.ProcessIdToSessionId(_kernel32.GetCurrentProcessId(), ctypes.byref(session)):
+    if not kernel32.ProcessIdToSessionId(kernel32.GetCurrentProcessId(), ctypes.byref(session)):
         raise ctypes.WinError(ctypes.get_last_error())
     return int(session.value)
 
@@ -142,7 +142,7 @@ def connect(timeout: float) -> PipeConnection:
             _winapi.WaitNamedPipe(name, max(1, int(timeout * 1000)))
     conn = PipeConnection(handle)
     server_pid = wintypes.ULONG()
-    if not _kernel32.GetNamedPipeServerProcessId(wintypes.HANDLE(handle), ctypes.byref(server_pid)):
+    if not kernel32.GetNamedPipeServerProcessId(wintypes.HANDLE(handle), ctypes.byref(server_pid)):
         conn.close()
         raise UnsafeRuntimeDir("cannot tell who serves the kubetray pipe")
     if sid_of_pid(server_pid.value) != current_sid():

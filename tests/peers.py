@@ -115,6 +115,29 @@ class KubetrayEnv:
             cwd=ROOT,
         )
 
+    def inputs(self) -> Path:
+        """Where a test keeps the files it hands to kubetray (outside kubetray's own dirs)."""
+        path = self.home.parent / "inputs"
+        path.mkdir(exist_ok=True)
+        return path
+
+    def store_token(self, name: str, token: str) -> None:
+        """`kubetray store NAME --token-file` with a file written for the purpose."""
+        path = self.inputs() / f"{name}.token"
+        path.write_text(token)
+        done = self.kubetray("store", name, "--token-file", str(path))
+        assert done.returncode == 0, done.stderr
+
+    def store_certificate(self, name: str, cert_pem: bytes, key_pem: bytes) -> None:
+        """`kubetray store NAME --client-certificate --client-key` likewise."""
+        cert, key = self.inputs() / f"{name}.crt", self.inputs() / f"{name}.key"
+        cert.write_bytes(cert_pem)
+        key.write_bytes(key_pem)
+        done = self.kubetray(
+            "store", name, "--client-certificate", str(cert), "--client-key", str(key)
+        )
+        assert done.returncode == 0, done.stderr
+
     def agent_pid(self) -> int | None:
         try:
             return int((self.runtime / "agent.lock").read_text().strip())

@@ -14,7 +14,14 @@ assert sys.platform == "win32"  # tells mypy the rest is Windows-only
 
 from app.broker.ipc_server import Peer
 from app.errors import AgentRunning
-from exec_helper.transport_windows import PipeConnection, agent_pipe, current_sid, sid_of_pid
+from exec_helper.transport_windows import (
+    PipeConnection,
+    advapi32,
+    agent_pipe,
+    current_sid,
+    kernel32,
+    sid_of_pid,
+)
 from exec_helper.windows_names import security_descriptor_sddl
 
 _FILE_FLAG_FIRST_PIPE_INSTANCE = 0x00080000
@@ -24,8 +31,6 @@ _PIPE_REJECT_REMOTE_CLIENTS = 0x00000008
 _ERROR_ACCESS_DENIED = 5
 _BUFFER = 65536
 
-_kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)
-_advapi32 = ctypes.WinDLL("advapi32", use_last_error=True)
 
 
 class _SecurityAttributes(ctypes.Structure):
@@ -44,9 +49,9 @@ class PipeListener:
         self._sid = current_sid()
         self._first = True
         self._stop = threading.Event()
-        self._stop_event = int(_kernel32.CreateEventW(None, True, False, None))
+        self._stop_event = int(kernel32.CreateEventW(None, True, False, None))
         descriptor = ctypes.c_void_p()
-        if not _advapi32.ConvertStringSecurityDescriptorToSecurityDescriptorW(
+        if not advapi32.ConvertStringSecurityDescriptorToSecurityDescriptorW(
             security_descriptor_sddl(self._sid), 1, ctypes.byref(descriptor), None
         ):
             raise ctypes.WinError(ctypes.get_last_error())
@@ -99,7 +104,7 @@ class PipeListener:
             raise OSError("listener closed")
         ov.GetOverlappedResult(True)
         pid = wintypes.ULONG()
-        _kernel32.GetNamedPipeClientProcessId(wintypes.HANDLE(handle), ctypes.byref(pid))
+        kernel32.GetNamedPipeClientProcessId(wintypes.HANDLE(handle), ctypes.byref(pid))
         try:
             same = sid_of_pid(pid.value) == self._sid
         except OSError:
@@ -107,7 +112,7 @@ class PipeListener:
         return PipeConnection(handle), Peer(pid=pid.value, same_user=same, who=f"pid {pid.value}")
 
     def close(self) -> None:
-        _kernel32.SetEvent(self._stop_event)
+        kernel32.SetEvent(self._stop_event)
         pending = getattr(self, "_pending", 0)
         if pending:
             _winapi.CloseHandle(pending)

@@ -44,26 +44,9 @@ class Served:
         self.kt = kt
         self.tok, self.tokb, self.crt = f"tok-{suffix}", f"tokb-{suffix}", f"crt-{suffix}"
         self.client = ca.issue("kubetray-user", org="system:masters")
-        files = kt.home / "files"
-        files.mkdir()
-        (files / "t").write_text(TOKEN + "\n")
-        (files / "tb").write_text(TOKEN_B)
-        (files / "c").write_bytes(self.client.cert_pem + ca.cert_pem)
-        (files / "k").write_bytes(self.client.key_pem)
-        for args in (
-            ["store", self.tok, "--token-file", str(files / "t")],
-            ["store", self.tokb, "--token-file", str(files / "tb")],
-            [
-                "store",
-                self.crt,
-                "--client-certificate",
-                str(files / "c"),
-                "--client-key",
-                str(files / "k"),
-            ],
-        ):
-            done = kt.kubetray(*args)
-            assert done.returncode == 0, done.stderr
+        kt.store_token(self.tok, TOKEN + "\n")
+        kt.store_token(self.tokb, TOKEN_B)
+        kt.store_certificate(self.crt, self.client.cert_pem + ca.cert_pem, self.client.key_pem)
 
 
 @pytest.fixture(scope="module")
@@ -373,8 +356,7 @@ def test_ten_parallel_cold_starts_share_one_agent(
     tmp_path: Path, keyring_session: None, name: str
 ) -> None:  # 38
     with kubetray_env(tmp_path) as kt:
-        (kt.home / "t").write_text(TOKEN)
-        assert kt.kubetray("store", name, "--token-file", str(kt.home / "t")).returncode == 0
+        kt.store_token(name, TOKEN)
         assert kt.agent_pid() is None
         with ThreadPoolExecutor(10) as pool:
             results = list(pool.map(lambda _: kt.run_helper("--stored", name), range(10)))

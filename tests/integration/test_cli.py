@@ -13,21 +13,8 @@ def test_status_without_and_with_an_agent(
 
     ca = CA()
     user = ca.issue("status-user", org="devs")
-    (tmp_path / "c").write_bytes(user.cert_pem)
-    (tmp_path / "k").write_bytes(user.key_pem)
-    (tmp_path / "t").write_text("status-token")
-    assert (
-        kt.kubetray(
-            "store",
-            name,
-            "--client-certificate",
-            str(tmp_path / "c"),
-            "--client-key",
-            str(tmp_path / "k"),
-        ).returncode
-        == 0
-    )
-    assert kt.kubetray("store", name + "t", "--token-file", str(tmp_path / "t")).returncode == 0
+    kt.store_certificate(name, user.cert_pem, user.key_pem)
+    kt.store_token(name + "t", "status-token")
 
     idle = kt.kubetray("status")
     assert idle.returncode == 0

@@ -180,8 +180,7 @@ def test_oversized_garbage_and_hello_less_frames_are_dropped(
 
 
 def test_silent_client_blocks_nobody(kt: KubetrayEnv, keyring_session: None, name: str) -> None:
-    (kt.home / "t").write_text("silent-test-token")
-    assert kt.kubetray("store", name, "--token-file", str(kt.home / "t")).returncode == 0
+    kt.store_token(name, "silent-test-token")
     proc = start_agent(kt)
     silent = [socket.socket(socket.AF_UNIX) for _ in range(5)]
     try:

@@ -42,25 +42,10 @@ def api(ca: CA) -> Iterator[APIServer]:
 def stored(
     kt: KubetrayEnv, keyring_session: None, name: str, client_cert: Issued, ca: CA, tmp_path: Path
 ) -> Iterator[dict[str, str]]:
-    (tmp_path / "t").write_text(TOKEN)
-    (tmp_path / "c").write_bytes(client_cert.cert_pem)
-    (tmp_path / "k").write_bytes(client_cert.key_pem)
-    (tmp_path / "wrong").write_text("not-the-right-token")
     names = {"token": name, "cert": name + "-cert", "wrong": name + "-wrong"}
-    for args in (
-        ["store", names["token"], "--token-file", str(tmp_path / "t")],
-        [
-            "store",
-            names["cert"],
-            "--client-certificate",
-            str(tmp_path / "c"),
-            "--client-key",
-            str(tmp_path / "k"),
-        ],
-        ["store", names["wrong"], "--token-file", str(tmp_path / "wrong")],
-    ):
-        done = kt.kubetray(*args)
-        assert done.returncode == 0, done.stderr
+    kt.store_token(names["token"], TOKEN)
+    kt.store_certificate(names["cert"], client_cert.cert_pem, client_cert.key_pem)
+    kt.store_token(names["wrong"], "not-the-right-token")
     yield names
     for n in names.values():
         kt.kubetray("forget", n)
