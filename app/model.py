@@ -3,8 +3,6 @@
 from dataclasses import dataclass, field
 from datetime import datetime
 
-STORED_TOKEN = "token"
-STORED_CERTIFICATE = "client-certificate"
 OIDC = "oidc"
 
 

@@ -73,10 +73,15 @@ def start_agent(exec_info: str, args: list[str]) -> None:
             )
         else:
             kwargs["start_new_session"] = True
+        # The agent outlives this call: it must not pin the caller's directory or keep the
+        # caller's request in its environment.
+        env = {k: v for k, v in os.environ.items() if k != "KUBERNETES_EXEC_INFO"}
         try:
             # stdout must not be ours: kubectl reads our stdout until every writer closes it.
             proc = subprocess.Popen(
                 cmd,
+                cwd=log_dir,
+                env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=log,
