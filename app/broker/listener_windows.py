@@ -32,7 +32,6 @@ _ERROR_ACCESS_DENIED = 5
 _BUFFER = 65536
 
 
-
 class _SecurityAttributes(ctypes.Structure):
     _fields_ = [
         ("nLength", wintypes.DWORD),

@@ -1,0 +1,443 @@
+"""OIDC against one provider: discovery, the grants, refresh, revocation, id_token checks.
+
+Every grant goes through authlib's OAuth2Session (PKCE S256, state, nonce); id_tokens are
+verified with joserfc against the provider's JWKS (signature, iss, aud, exp, nonce).
+"""
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol
+
+import requests
+from authlib.common.security import generate_token
+from authlib.integrations.requests_client import OAuth2Session, OAuthError
+from joserfc import jwt
+from joserfc.errors import JoseError
+from joserfc.jwk import KeySet
+
+from app.oidc.http import TIMEOUT, mount_trust
+from app.oidc.loopback import LoginError, LoopbackListener
+from app.oidc.tokens import TokenSet
+from exec_helper.options import HelperOptions
+
+DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
+CLOCK_SKEW = 30
+"""Seconds of clock difference tolerated when checking an id_token's times."""
+DEFAULT_TIMEOUT = 180.0
+
+
+class LoginUI(Protocol):
+    """What a login needs from the person: see progress, open a browser, answer a prompt."""
+
+    def show(self, text: str) -> None: ...
+    def open_browser(self, url: str) -> bool: ...
+    def prompt(self, text: str, secret: bool) -> str | None: ...
+
+    @property
+    def cancelled(self) -> threading.Event: ...
+
+
+@dataclass(frozen=True)
+class OIDCSettings:
+    """Everything about talking to one provider, from kubetray-exec's flags."""
+
+    issuer: str
+    client_id: str
+    client_secret: str | None = None
+    scopes: tuple[str, ...] = ()
+    extra_params: tuple[tuple[str, str], ...] = ()
+    use_access_token: bool = False
+    grant_type: str = "auto"
+    listen_addresses: tuple[str, ...] = ()
+    redirect_hostname: str | None = None
+    redirect_url_keyboard: str | None = None
+    username: str | None = None
+    password: str | None = None
+    ca_files: tuple[str, ...] = ()
+    ca_data: tuple[str, ...] = ()
+    insecure: bool = False
+    browser_command: str | None = None
+    skip_open_browser: bool = False
+    timeout: float = DEFAULT_TIMEOUT
+    success_url: str | None = None
+
+    @classmethod
+    def from_options(cls, opts: HelperOptions) -> "OIDCSettings":
+        assert opts.oidc_issuer_url and opts.oidc_client_id
+        return cls(
+            issuer=opts.oidc_issuer_url.rstrip("/"),
+            client_id=opts.oidc_client_id,
+            client_secret=opts.oidc_client_secret,
+            scopes=tuple(dict.fromkeys(("openid", *opts.oidc_extra_scope))),
+            extra_params=opts.oidc_auth_request_extra_params,
+            use_access_token=opts.oidc_use_access_token,
+            grant_type=opts.grant_type or ("password" if opts.username else "auto"),
+            listen_addresses=opts.listen_address,
+            redirect_hostname=opts.oidc_redirect_url_hostname,
+            redirect_url_keyboard=opts.oidc_redirect_url_authcode_keyboard,
+            username=opts.username,
+            password=opts.password,
+            ca_files=opts.certificate_authority,
+            ca_data=opts.certificate_authority_data,
+            insecure=opts.insecure_skip_tls_verify,
+            browser_command=opts.browser_command,
+            skip_open_browser=opts.skip_open_browser,
+            timeout=float(opts.authentication_timeout_sec or DEFAULT_TIMEOUT),
+            success_url=opts.open_url_after_authentication,
+        )
+
+    @classmethod
+    def from_dict(cls, doc: dict[str, Any]) -> "OIDCSettings":
+        """Settings as remembered in JSON (lists back to tuples)."""
+        values: dict[str, Any] = {
+            key: tuple(value) if isinstance(value, list) else value for key, value in doc.items()
+        }
+        values["extra_params"] = tuple(tuple(pair) for pair in values.get("extra_params", ()))
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class Metadata:
+    """The parts of the discovery document kubetray uses."""
+
+    issuer: str
+    authorization_endpoint: str
+    token_endpoint: str
+    jwks_uri: str
+    device_authorization_endpoint: str | None
+    revocation_endpoint: str | None
+    end_session_endpoint: str | None
+    grant_types_supported: tuple[str, ...]
+    code_challenge_methods_supported: tuple[str, ...]
+    id_token_signing_alg_values_supported: tuple[str, ...]
+
+
+def _error_text(e: OAuthError) -> str:
+    return f"{e.error}: {e.description}" if e.description else str(e.error)
+
+
+class OIDCClient:
+    """One provider and client id."""
+
+    def __init__(self, settings: OIDCSettings, clock: Callable[[], datetime]) -> None:
+        self.settings = settings
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._metadata: Metadata | None = None
+        self._keys: KeySet | None = None
+
+    # -- HTTP, discovery, keys --------------------------------------------------------------
+
+    def _session(self, **kwargs: Any) -> OAuth2Session:
+        s = self.settings
+        session = OAuth2Session(
+            s.client_id,
+            client_secret=s.client_secret,
+            token_endpoint_auth_method="client_secret_basic" if s.client_secret else "none",
+            scope=" ".join(s.scopes),
+            code_challenge_method="S256",
+            **kwargs,
+        )
+        mount_trust(session, s.ca_files, s.ca_data, s.insecure)
+        return session
+
+    def _get_json(self, url: str) -> dict[str, Any]:
+        with self._session() as session:
+            try:
+                response = session.get(url, timeout=TIMEOUT)
+                response.raise_for_status()
+                doc = response.json()
+            except (requests.RequestException, ValueError) as e:
+                raise LoginError(f"cannot reach the provider at {url}: {e}") from None
+        if not isinstance(doc, dict):
+            raise LoginError(f"{url} did not return a JSON object")
+        return doc
+
+    def metadata(self) -> Metadata:
+        """The provider's discovery document (fetched once)."""
+        with self._lock:
+            if self._metadata is not None:
+                return self._metadata
+        doc = self._get_json(self.settings.issuer + "/.well-known/openid-configuration")
+        if doc.get("issuer", "").rstrip("/") != self.settings.issuer:
+            raise LoginError(
+                f"the provider says its issuer is {doc.get('issuer')!r}, not "
+                f"{self.settings.issuer!r}",
+                "use the issuer URL exactly as the provider states it",
+            )
+
+        def tup(key: str) -> tuple[str, ...]:
+            value = doc.get(key) or ()
+            return tuple(value) if isinstance(value, list) else ()
+
+        try:
+            meta = Metadata(
+                issuer=doc["issuer"],
+                authorization_endpoint=doc["authorization_endpoint"],
+                token_endpoint=doc["token_endpoint"],
+                jwks_uri=doc["jwks_uri"],
+                device_authorization_endpoint=doc.get("device_authorization_endpoint"),
+                revocation_endpoint=doc.get("revocation_endpoint"),
+                end_session_endpoint=doc.get("end_session_endpoint"),
+                grant_types_supported=tup("grant_types_supported"),
+                code_challenge_methods_supported=tup("code_challenge_methods_supported"),
+                id_token_signing_alg_values_supported=tup("id_token_signing_alg_values_supported")
+                or ("RS256",),
+            )
+        except KeyError as e:
+            raise LoginError(f"the provider's discovery document lacks {e.args[0]}") from None
+        with self._lock:
+            self._metadata = meta
+        return meta
+
+    def _key_set(self, refetch: bool = False) -> KeySet:
+        with self._lock:
+            if self._keys is not None and not refetch:
+                return self._keys
+        keys = KeySet.import_key_set(self._get_json(self.metadata().jwks_uri))  # type: ignore[arg-type]
+        with self._lock:
+            self._keys = keys
+        return keys
+
+    # -- id_token ---------------------------------------------------------------------------
+
+    def verify_id_token(self, id_token: str, nonce: str | None = None) -> dict[str, Any]:
+        """Claims of a valid id_token: signed by the provider, for us, current, our nonce."""
+        meta = self.metadata()
+        algorithms = [a for a in meta.id_token_signing_alg_values_supported if a != "none"]
+        try:
+            try:
+                token = jwt.decode(id_token, self._key_set(), algorithms=algorithms)
+            except JoseError:
+                token = jwt.decode(id_token, self._key_set(refetch=True), algorithms=algorithms)
+        except (JoseError, ValueError) as e:
+            raise LoginError(f"the id_token's signature does not verify: {e}") from None
+        claims = dict(token.claims)
+        now = self._clock().timestamp()
+        aud = claims.get("aud")
+        audiences = aud if isinstance(aud, list) else [aud]
+        problems = []
+        if claims.get("iss") != meta.issuer:
+            problems.append(f"issuer {claims.get('iss')!r} is not {meta.issuer!r}")
+        if self.settings.client_id not in audiences:
+            problems.append(f"audience {aud!r} does not include {self.settings.client_id!r}")
+        if len(audiences) > 1 and claims.get("azp") not in (None, self.settings.client_id):
+            problems.append(f"authorized party {claims.get('azp')!r} is not us")
+        exp = claims.get("exp")
+        if not isinstance(exp, int | float) or exp + CLOCK_SKEW <= now:
+            problems.append("it has expired")
+        iat = claims.get("iat")
+        if isinstance(iat, int | float) and iat - CLOCK_SKEW > now:
+            problems.append("it is issued in the future (check the clock)")
+        if nonce is not None and claims.get("nonce") != nonce:
+            problems.append("its nonce is not the one this login sent")
+        if problems:
+            raise LoginError("the provider's id_token is not acceptable: " + "; ".join(problems))
+        return claims
+
+    def _token_set(self, response: dict[str, Any], nonce: str | None) -> TokenSet:
+        now = self._clock()
+        id_token = response.get("id_token")
+        claims = self.verify_id_token(id_token, nonce) if id_token else {}
+        access = response.get("access_token")
+        if self.settings.use_access_token:
+            if not access:
+                raise LoginError("the provider returned no access token")
+            expires_in = response.get("expires_in")
+            expires = now + timedelta(seconds=float(expires_in or 300))
+        elif id_token:
+            expires = datetime.fromtimestamp(float(claims["exp"]), UTC)
+        else:
+            expires = now  # a refresh without an id_token: the caller keeps the old one
+        return TokenSet(
+            expires_at=expires,
+            issued_at=now,
+            id_token=id_token,
+            access_token=access,
+            refresh_token=response.get("refresh_token"),
+            claims={
+                k: v
+                for k, v in claims.items()
+                if k in ("sub", "email", "name", "groups", "preferred_username", "iss")
+            },
+        )
+
+    def _fetch(self, **kwargs: Any) -> dict[str, Any]:
+        meta = self.metadata()
+        with self._session(redirect_uri=kwargs.pop("redirect_uri", None)) as session:
+            try:
+                token = session.fetch_token(meta.token_endpoint, timeout=TIMEOUT, **kwargs)
+            except OAuthError as e:
+                raise LoginError(
+                    f"the provider refused the token request ({_error_text(e)})"
+                ) from None
+            except requests.RequestException as e:
+                raise LoginError(f"cannot reach the provider's token endpoint: {e}") from None
+        return dict(token)
+
+    # -- the grants -------------------------------------------------------------------------
+
+    def authorization_code(self, ui: LoginUI, keyboard: bool = False) -> TokenSet:
+        """Authorization code + PKCE in the browser (or typed back, for authcode-keyboard)."""
+        s = self.settings
+        meta = self.metadata()
+        state, nonce, verifier = generate_token(32), generate_token(32), generate_token(64)
+        listener = None
+        if keyboard:
+            redirect_uri = s.redirect_url_keyboard or "urn:ietf:wg:oauth:2.0:oob"
+        else:
+            listener = LoopbackListener(
+                state, s.listen_addresses, s.redirect_hostname, s.success_url
+            )
+            redirect_uri = listener.redirect_uri
+        try:
+            with self._session(redirect_uri=redirect_uri) as session:
+                url, _ = session.create_authorization_url(
+                    meta.authorization_endpoint,
+                    state=state,
+                    nonce=nonce,
+                    code_verifier=verifier,
+                    **dict(s.extra_params),
+                )
+            if listener is None:
+                ui.show(f"Open this URL in a browser and log in: {url}")
+                answer = ui.prompt("Enter the code (or the whole redirect URL): ", False)
+                if not answer:
+                    raise LoginError("no code was entered")
+                code = _code_from_answer(answer.strip(), state)
+            else:
+                opened = not s.skip_open_browser and ui.open_browser(url)
+                ui.show(
+                    "Waiting for the login in your browser…"
+                    if opened
+                    else f"Open this URL in a browser on this machine and log in: {url}"
+                )
+                code = listener.wait(s.timeout, ui.cancelled)
+        finally:
+            if listener is not None:
+                listener.close()
+        response = self._fetch(
+            code=code,
+            code_verifier=verifier,
+            redirect_uri=redirect_uri,
+            grant_type="authorization_code",
+        )
+        return self._token_set(response, nonce)
+
+    def device_code(self, ui: LoginUI) -> TokenSet:
+        """The device authorization grant (RFC 8628)."""
+        s = self.settings
+        meta = self.metadata()
+        if not meta.device_authorization_endpoint:
+            raise LoginError("the provider offers no device authorization endpoint")
+        with self._session() as session:
+            try:
+                response = session.post(
+                    meta.device_authorization_endpoint,
+                    data={"client_id": s.client_id, "scope": " ".join(s.scopes)},
+                    timeout=TIMEOUT,
+                )
+                doc = response.json()
+            except (requests.RequestException, ValueError) as e:
+                raise LoginError(f"the device authorization request failed: {e}") from None
+        if "device_code" not in doc:
+            raise LoginError(f"the provider refused the device login: {doc.get('error', doc)}")
+        interval = float(doc.get("interval") or 5)
+        complete = doc.get("verification_uri_complete")
+        uri = complete or doc.get("verification_uri")
+        ui.show(
+            f"To log in, open {uri} and enter the code {doc['user_code']}"
+            if not complete
+            else f"To log in, open {complete} (code {doc['user_code']})"
+        )
+        if not s.skip_open_browser and uri:
+            ui.open_browser(uri)
+        deadline = time.monotonic() + min(float(doc.get("expires_in") or 600), s.timeout)
+        while time.monotonic() < deadline:
+            if ui.cancelled.wait(interval):
+                raise LoginError("the login was cancelled")
+            try:
+                response = self._fetch_raw_device(meta.token_endpoint, doc["device_code"])
+            except _Pending as pending:
+                if pending.slow_down:
+                    interval += 5
+                continue
+            return self._token_set(response, None)
+        raise LoginError("the device login was not completed in time")
+
+    def _fetch_raw_device(self, endpoint: str, device_code: str) -> dict[str, Any]:
+        with self._session() as session:
+            try:
+                token = session.fetch_token(
+                    endpoint,
+                    grant_type=DEVICE_GRANT,
+                    device_code=device_code,
+                    client_id=self.settings.client_id,
+                    timeout=TIMEOUT,
+                )
+            except OAuthError as e:
+                if e.error in ("authorization_pending", "slow_down"):
+                    raise _Pending(e.error == "slow_down") from None
+                raise LoginError(f"the device login failed ({_error_text(e)})") from None
+            except requests.RequestException as e:
+                raise LoginError(f"cannot reach the provider's token endpoint: {e}") from None
+        return dict(token)
+
+    def password(self, ui: LoginUI) -> TokenSet:
+        """The resource owner password grant, for providers configured for it."""
+        s = self.settings
+        username = s.username or ui.prompt("Username: ", False)
+        password = s.password or (ui.prompt("Password: ", True) if username else None)
+        if not username or not password:
+            raise LoginError("the password login needs a username and a password")
+        response = self._fetch(grant_type="password", username=username, password=password)
+        return self._token_set(response, None)
+
+    def refresh(self, tokens: TokenSet) -> TokenSet:
+        """New tokens from the refresh token (which the provider may rotate)."""
+        if not tokens.refresh_token:
+            raise LoginError("there is no refresh token")
+        response = self._fetch(grant_type="refresh_token", refresh_token=tokens.refresh_token)
+        fresh = self._token_set(response, None)
+        if not fresh.id_token and not self.settings.use_access_token:
+            raise LoginError("the provider's refresh returned no id_token")
+        return tokens.with_refresh(fresh)
+
+    def revoke(self, tokens: TokenSet) -> bool:
+        """Revoke the refresh token (RFC 7009) where the provider supports it."""
+        meta = self.metadata()
+        if not meta.revocation_endpoint or not tokens.refresh_token:
+            return False
+        with self._session() as session:
+            try:
+                session.revoke_token(
+                    meta.revocation_endpoint,
+                    tokens.refresh_token,
+                    token_type_hint="refresh_token",  # noqa: S106 - a hint, not a secret
+                    timeout=TIMEOUT,
+                )
+            except (OAuthError, requests.RequestException):
+                return False
+        return True
+
+
+class _Pending(Exception):
+    def __init__(self, slow_down: bool) -> None:
+        self.slow_down = slow_down
+
+
+def _code_from_answer(answer: str, state: str) -> str:
+    """A pasted code, or the redirect URL the browser ended on (then its state must match)."""
+    if "://" not in answer:
+        return answer
+    from urllib.parse import parse_qs, urlsplit
+
+    query = parse_qs(urlsplit(answer).query)
+    if (query.get("state") or [""])[0] != state:
+        raise LoginError("the pasted URL belongs to another login (its state does not match)")
+    if "code" not in query:
+        raise LoginError("the pasted URL carries no code")
+    return query["code"][0]

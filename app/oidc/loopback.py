@@ -1,0 +1,139 @@
+"""The loopback redirect listener for the browser login (RFC 8252 §7.3).
+
+Binds 127.0.0.1 on a random port, or the first free address of a list (for providers that
+register exact redirect URIs, like kubelogin's --listen-address). A callback whose ``state`` is
+not ours gets an error page and is otherwise ignored: only the real redirect ends the wait.
+"""
+
+import html
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from urllib.parse import parse_qs, urlsplit
+
+from app.errors import AppError
+
+POLL = 0.05
+_PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>kubetray</title>
+<style>body{{font:16px system-ui,sans-serif;margin:4em auto;max-width:32em;color:#222}}
+h1{{font-size:1.3em}}</style></head><body><h1>{title}</h1><p>{text}</p></body></html>"""
+
+
+class LoginError(AppError):
+    """A login that did not produce tokens: refused, timed out, cancelled, or unsafe."""
+
+
+class Callback:
+    """One redirect's outcome."""
+
+    def __init__(self) -> None:
+        self.code: str | None = None
+        self.error: str | None = None
+        self.done = threading.Event()
+
+
+class LoopbackListener:
+    """Serve one redirect on the loopback interface."""
+
+    def __init__(
+        self,
+        state: str,
+        addresses: tuple[str, ...] = (),
+        hostname: str | None = None,
+        success_url: str | None = None,
+    ) -> None:
+        self._state = state
+        self._result = Callback()
+        self._success_url = success_url
+        self._server = self._bind(addresses or ("127.0.0.1:0",))
+        host, port = self._server.server_address[:2]
+        self.redirect_uri = f"http://{hostname or str(host)}:{port}/"
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": POLL}, daemon=True
+        )
+        self._thread.start()
+
+    def _bind(self, addresses: tuple[str, ...]) -> HTTPServer:
+        errors = []
+        for address in addresses:
+            host, _, port = address.rpartition(":")
+            try:
+                return HTTPServer((host or "127.0.0.1", int(port)), self._handler())
+            except (OSError, ValueError) as e:
+                errors.append(f"{address}: {e}")
+        raise LoginError(
+            "could not listen for the login redirect on " + "; ".join(errors),
+            "free one of those ports, or give another with --listen-address",
+        )
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *_args: object) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                query = parse_qs(urlsplit(self.path).query)
+                state = (query.get("state") or [""])[0]
+                if state != outer._state:
+                    self._page(
+                        400,
+                        "Login not accepted",
+                        "This page does not belong to the "
+                        "login kubetray is waiting for. Start the login again.",
+                    )
+                    return
+                result = outer._result
+                if "error" in query:
+                    result.error = (query.get("error_description") or query["error"])[0]
+                    self._page(200, "Login failed", html.escape(result.error))
+                elif "code" in query:
+                    result.code = query["code"][0]
+                    if outer._success_url:
+                        self.send_response(302)
+                        self.send_header("Location", outer._success_url)
+                        self.end_headers()
+                    else:
+                        self._page(
+                            200,
+                            "Logged in",
+                            "kubetray has your login. You can close "
+                            "this tab and go back to your terminal.",
+                        )
+                else:
+                    self._page(400, "Login not accepted", "The redirect carries no code.")
+                    return
+                result.done.set()
+
+            def _page(self, status: int, title: str, text: str) -> None:
+                body = _PAGE.format(title=title, text=text).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "text/html; charset=utf-8")
+                self.send_header("Content-Length", str(len(body)))
+                self.send_header("Cache-Control", "no-store")
+                self.end_headers()
+                self.wfile.write(body)
+
+        return Handler
+
+    def wait(self, timeout: float, cancelled: threading.Event | None = None) -> str:
+        """The authorization code, once the browser comes back."""
+        deadline = threading.Event()
+        timer = threading.Timer(timeout, deadline.set)
+        timer.start()
+        try:
+            while not self._result.done.wait(POLL):
+                if deadline.is_set():
+                    raise LoginError(f"the browser login was not completed within {timeout:.0f} s")
+                if cancelled is not None and cancelled.is_set():
+                    raise LoginError("the login was cancelled")
+        finally:
+            timer.cancel()
+        if self._result.error:
+            raise LoginError(f"the provider refused the login: {self._result.error}")
+        assert self._result.code is not None
+        return self._result.code
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()

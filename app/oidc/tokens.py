@@ -1,0 +1,75 @@
+"""What a login yields, and when to refresh it."""
+
+import json
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+MIN_MARGIN = timedelta(seconds=60)
+
+
+@dataclass(frozen=True)
+class TokenSet:
+    """Tokens of one identity. ``expires_at`` is the expiry of the token kubectl is given."""
+
+    expires_at: datetime
+    issued_at: datetime
+    id_token: str | None = None
+    access_token: str | None = None
+    refresh_token: str | None = None
+    claims: dict[str, Any] = field(default_factory=dict)
+    """Claims of the verified id_token: who this is (sub, email, groups, name)."""
+
+    @property
+    def lifetime(self) -> timedelta:
+        return self.expires_at - self.issued_at
+
+    @property
+    def margin(self) -> timedelta:
+        """Refresh this long before expiry: the larger of 60 s and 10 % of the lifetime.
+
+        Capped at half the lifetime, so a short-lived token is not "due" the moment it arrives.
+        """
+        return min(max(MIN_MARGIN, self.lifetime / 10), self.lifetime / 2)
+
+    def fresh(self, now: datetime) -> bool:
+        """Good to hand out without refreshing first."""
+        return now < self.expires_at - self.margin
+
+    def refresh_due(self) -> datetime:
+        """When the agent refreshes ahead, before any caller would find the token stale."""
+        return self.expires_at - self.margin * 1.5
+
+    def handed_out_expiry(self, now: datetime) -> datetime:
+        """The expirationTimestamp for kubectl: expiry less the margin, never in the past."""
+        return max(self.expires_at - self.margin, min(now + timedelta(seconds=1), self.expires_at))
+
+    def who(self) -> str:
+        """A person's name for this identity: email, else preferred name, else subject."""
+        for key in ("email", "preferred_username", "name", "sub"):
+            value = self.claims.get(key)
+            if isinstance(value, str) and value:
+                return value
+        return "?"
+
+    def with_refresh(self, newer: "TokenSet") -> "TokenSet":
+        """A refreshed set, keeping what the refresh response left out."""
+        return replace(
+            newer,
+            refresh_token=newer.refresh_token or self.refresh_token,
+            id_token=newer.id_token or self.id_token,
+            claims=newer.claims or self.claims,
+        )
+
+    def to_bytes(self) -> bytes:
+        doc = asdict(self)
+        doc["expires_at"] = self.expires_at.isoformat()
+        doc["issued_at"] = self.issued_at.isoformat()
+        return json.dumps(doc).encode()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> "TokenSet":
+        doc = json.loads(data)
+        doc["expires_at"] = datetime.fromisoformat(doc["expires_at"])
+        doc["issued_at"] = datetime.fromisoformat(doc["issued_at"])
+        return cls(**doc)

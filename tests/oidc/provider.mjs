@@ -1,0 +1,119 @@
+// The real OpenID Provider for kubetray's tests: npm oidc-provider on 127.0.0.1, port 0.
+// Prints one JSON line {"issuer": ...} when ready. Settings come as one JSON argument:
+//   {"ttl": {"AccessToken": 60, "IdToken": 60, ...}, "extraClients": [...], "password": true}
+// Logins use oidc-provider's devInteractions pages: any login name, any password.
+import { generateKeyPairSync } from 'node:crypto';
+import http from 'node:http';
+import Provider, { errors } from 'oidc-provider';
+
+const settings = JSON.parse(process.argv[2] || '{}');
+const ttl = { AccessToken: 3600, IdToken: 3600, RefreshToken: 86400, DeviceCode: 600,
+  Grant: 86400, Session: 86400, Interaction: 600, ...(settings.ttl || {}) };
+
+const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+const jwk = { ...privateKey.export({ format: 'jwk' }), kid: 'kubetray-test', use: 'sig', alg: 'RS256' };
+
+const nativeClient = (id, extra = {}) => ({
+  client_id: id,
+  application_type: 'native',
+  token_endpoint_auth_method: 'none',
+  redirect_uris: ['http://127.0.0.1/', 'http://127.0.0.1/callback'],
+  grant_types: ['authorization_code', 'refresh_token', 'urn:ietf:params:oauth:grant-type:device_code',
+    ...(settings.password ? ['password'] : [])],
+  response_types: ['code'],
+  ...extra,
+});
+
+const server = http.createServer();
+await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+const issuer = `http://127.0.0.1:${server.address().port}`;
+
+const provider = new Provider(issuer, {
+  clients: [nativeClient('kubectl'), nativeClient('other-audience'), ...(settings.extraClients || [])],
+  jwks: { keys: [jwk] },
+  pkce: { required: () => true },
+  features: {
+    devInteractions: { enabled: true },
+    deviceFlow: { enabled: true },
+    revocation: { enabled: true },
+  },
+  ttl,
+  clockTolerance: 0,
+  conformIdTokenClaims: false,
+  scopes: ['openid', 'offline_access', 'email', 'profile', 'groups'],
+  claims: { openid: ['sub'], email: ['email', 'email_verified'], profile: ['name'], groups: ['groups'] },
+  cookies: { keys: ['kubetray-test-cookie-key'] },
+  async findAccount(ctx, id) {
+    return {
+      accountId: id,
+      async claims() {
+        return { sub: id, email: `${id}@example.test`, email_verified: true, name: id, groups: ['devs', `team-${id}`] };
+      },
+    };
+  },
+  issueRefreshToken: async (ctx, client) => client.grantTypeAllowed('refresh_token'),
+  // Consent is not what these tests are about: grant what was asked, once per login.
+  async loadExistingGrant(ctx) {
+    const { client, session } = ctx.oidc;
+    const grantId = ctx.oidc.result?.consent?.grantId || session.grantIdFor(client.clientId);
+    if (grantId) {
+      const existing = await ctx.oidc.provider.Grant.find(grantId);
+      if (existing) return existing;
+    }
+    const grant = new ctx.oidc.provider.Grant({ clientId: client.clientId, accountId: session.accountId });
+    grant.addOIDCScope('openid offline_access email profile groups');
+    await grant.save();
+    return grant;
+  },
+});
+
+if (settings.password) {
+  // Resource owner password grant (RFC 6749 §4.3), which oidc-provider leaves to the deployer.
+  // Accepts a user when the password is "pw-<user>".
+  const parameters = new Set(['username', 'password', 'scope']);
+  provider.registerGrantType('password', async (ctx) => {
+    const { client, params } = ctx.oidc;
+    if (params.password !== `pw-${params.username}`) {
+      throw new errors.InvalidGrant('wrong username or password');
+    }
+    const grant = new provider.Grant({ clientId: client.clientId, accountId: params.username });
+    grant.addOIDCScope('openid offline_access email profile groups');
+    await grant.save();
+    const scope = 'openid offline_access email profile groups';
+    const at = new provider.AccessToken({ accountId: params.username, client, grantId: grant.jti, scope, gty: 'password' });
+    const accessToken = await at.save();
+    const rt = new provider.RefreshToken({ accountId: params.username, client, grantId: grant.jti, scope, gty: 'password' });
+    const refreshToken = await rt.save();
+    const account = await provider.Account.findAccount(ctx, params.username);
+    const claims = await account.claims('id_token', scope, {}, []);
+    const token = new provider.IdToken({ ...claims }, { ctx, client });
+    token.scope = scope;
+    token.set('at_hash', accessToken);
+    const idToken = await token.issue({ use: 'idtoken' });
+    ctx.body = { access_token: accessToken, id_token: idToken, refresh_token: refreshToken,
+      expires_in: at.expiration, token_type: 'Bearer', scope };
+  }, parameters);
+}
+
+// Counters the tests read: how many token requests of each grant type, and failures.
+const counts = {};
+provider.on('grant.success', (ctx) => {
+  const type = ctx.oidc.params.grant_type;
+  counts[type] = (counts[type] || 0) + 1;
+});
+provider.on('grant.error', (ctx, err) => {
+  const key = `error:${err.error}`;
+  counts[key] = (counts[key] || 0) + 1;
+});
+provider.on('grant.revoked', () => { counts.revoked = (counts.revoked || 0) + 1; });
+
+const callback = provider.callback();
+server.on('request', (req, res) => {
+  if (req.url === '/test/counts') {
+    res.setHeader('content-type', 'application/json');
+    res.end(JSON.stringify(counts));
+    return;
+  }
+  callback(req, res);
+});
+process.stdout.write(`${JSON.stringify({ issuer })}\n`);
