@@ -6,6 +6,7 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from typing import Any
 
 from app import __version__
 from app.errors import AgentNotRunning, AppError, CredentialError, UsageError
@@ -91,6 +92,53 @@ def _when(iso: str | None, now: datetime) -> str:
     return f"{when:%Y-%m-%d %H:%M} UTC (in {rel})"
 
 
+def _agent_call(op: str, **fields: Any) -> int:
+    """A request that needs the agent (started on demand, like kubetray-exec does)."""
+    from app.broker import client
+    from exec_helper.errors import HelperError
+    from exec_helper.launch import start_agent_for_cli
+
+    try:
+        result = client.call(op, talk=True, **fields)
+    except AgentNotRunning:
+        try:
+            start_agent_for_cli()
+        except HelperError as e:
+            raise AppError(str(e)) from None
+        result = client.call(op, talk=True, **fields)
+    if result.get("stdout"):
+        print(result["stdout"], end="")
+    if result.get("stderr"):
+        print(f"error: {result['stderr']}", file=sys.stderr)
+    code = result.get("exit")
+    return code if isinstance(code, int) else 1
+
+
+def cmd_login(args: argparse.Namespace) -> int:
+    flags = [a for a in args.flags if a != "--"]
+    if not args.name and not flags:
+        raise UsageError(
+            "name an identity (kubetray status lists them) or give kubetray-exec flags"
+        )
+    return _agent_call(
+        "login", name=args.name or "", args=flags, force=args.force, interactive=sys.stdin.isatty()
+    )
+
+
+def cmd_logout(args: argparse.Namespace) -> int:
+    return _agent_call("logout", name=args.name)
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    return _agent_call("cancel", name=args.name)
+
+
+def _who(row: dict[str, Any]) -> str:
+    who = row.get("who") or row.get("subject") or "-"
+    groups = row.get("groups")
+    return f"{who} [{','.join(groups)}]" if groups else str(who)
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     from app import compose
     from app.broker import client
@@ -126,12 +174,19 @@ def cmd_status(args: argparse.Namespace) -> int:
         print("no identities yet: kubetray store NAME --token-file FILE adds one")
         return 0
     now = datetime.now(UTC)
-    table = [("NAME", "KIND", "STATE", "EXPIRES", "CALLS")]
+    table = [("NAME", "KIND", "STATE", "WHO", "EXPIRES", "CALLS")]
     table += [
-        (r["name"], r["kind"], r["state"], _when(r.get("expires"), now), str(r.get("calls", 0)))
+        (
+            r["name"],
+            r["kind"],
+            r["state"],
+            _who(r),
+            _when(r.get("expires"), now),
+            str(r.get("calls", 0)),
+        )
         for r in rows
     ]
-    widths = [max(len(row[i]) for row in table) for i in range(5)]
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
     for row in table:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
     for r in rows:
@@ -162,6 +217,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--client-certificate", metavar="FILE", help="PEM client certificate (chain)")
     p.add_argument("--client-key", metavar="FILE", help="PEM private key of that certificate")
     p.set_defaults(func=cmd_store)
+
+    p = sub.add_parser("login", help="log in to an OIDC identity now (browser, device code, ...)")
+    p.add_argument("name", nargs="?", help="the identity, as kubetray status names it")
+    p.add_argument("--force", action="store_true", help="log in again even if still logged in")
+    p.add_argument(
+        "flags", nargs=argparse.REMAINDER, help="or: -- and the kubetray-exec flags of the identity"
+    )
+    p.set_defaults(func=cmd_login)
+
+    p = sub.add_parser("logout", help="revoke and forget an OIDC identity's tokens")
+    p.add_argument("name")
+    p.set_defaults(func=cmd_logout)
+
+    p = sub.add_parser("cancel", help="cancel the login in progress for an identity")
+    p.add_argument("name")
+    p.set_defaults(func=cmd_cancel)
 
     p = sub.add_parser("forget", help="remove a stored credential from the keyring")
     p.add_argument("name")

@@ -5,6 +5,7 @@ import sys
 
 from app.broker.broker import Broker, utcnow
 from app.broker.ipc_server import IPCServer, Listener
+from app.broker.logins import Logins
 from app.broker.service import Service
 from app.store.keyring_store import KeyringSecretStore
 from app.store.secret_store import SecretStore
@@ -38,6 +39,8 @@ def listener() -> Listener:
 
 def agent_server(store: SecretStore | None = None) -> IPCServer:
     """Broker, service and listener, wired (the listener is not open yet)."""
-    broker = Broker(stored_credentials(store))
+    store = store or secret_store()
+    logins = Logins(store, os.path.join(paths.config_dir(), "identities.json"), clock=utcnow)
+    broker = Broker(stored_credentials(store), logins=logins)
     lst = listener()
     return IPCServer(lst, Service(broker, clock=utcnow, socket=lst.address))

@@ -28,9 +28,9 @@ def _fail(message: str) -> int:
     return 1
 
 
-def _stdin_is_tty() -> bool:
+def _is_tty(fd: int) -> bool:
     try:
-        return _os.isatty(0)
+        return _os.isatty(fd)
     except OSError:
         return False
 
@@ -87,7 +87,11 @@ def ask_agent(request: bytes) -> int:
             if kind == protocol.MESSAGE:
                 sys.stderr.write(str(msg.get("text", "")) + "\n")
                 sys.stderr.flush()
-            elif kind != protocol.HELLO:
+            elif kind == protocol.PROMPT:
+                from exec_helper.prompt import answer
+
+                sock.sendall(protocol.frame(answer(msg)))
+            elif kind not in (protocol.HELLO, protocol.KEEPALIVE):
                 raise HelperError(f"the kubetray agent sent an unexpected {kind!r} frame")
     except TimeoutError:
         raise HelperError(
@@ -120,7 +124,8 @@ def main(argv: list[str] | None = None) -> int:
             "op": "get_credential",
             "exec_info": exec_info,
             "args": args,
-            "stdin_tty": _stdin_is_tty(),
+            "stdin_tty": _is_tty(0),
+            "stderr_tty": _is_tty(2),
             "cwd": _os.getcwd(),
         }
     )

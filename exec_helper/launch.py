@@ -61,6 +61,15 @@ def _validate(exec_info: str, args: list[str]) -> None:
 def start_agent(exec_info: str, args: list[str]) -> None:
     """Start ``kubetray agent`` in the background and wait until it answers."""
     _validate(exec_info, args)  # bad input never costs an agent start
+    _spawn()
+
+
+def start_agent_for_cli() -> None:
+    """The same, for kubetray's own commands (kubetray login)."""
+    _spawn()
+
+
+def _spawn() -> None:
     log_dir = paths.state_dir()
     os.makedirs(log_dir, mode=0o700, exist_ok=True)
     log_path = os.path.join(log_dir, "agent.log")

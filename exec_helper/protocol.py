@@ -37,6 +37,11 @@ MAX_FRAME = 4 * 1024 * 1024
 
 HELLO = "hello"
 MESSAGE = "message"
+"""A line for the user's terminal (login progress: the URL, the device code)."""
+KEEPALIVE = "keepalive"
+"""The agent is still working (a login in progress): reset the read timeout."""
+PROMPT = "prompt"
+"""Ask the user (``text``, ``secret``) and answer with ``{"op": "answer", "value": ...}``."""
 RESULT = "result"
 
 

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
+from app.broker.logins import Conversation, Logins
 from app.errors import CredentialError, UsageError
 from app.model import (
     OIDC,
@@ -20,6 +21,7 @@ from app.model import (
     Identity,
     IdentityState,
 )
+from app.oidc.client import OIDCSettings
 from app.stored import StoredCredentials
 from exec_helper.options import HelperOptions
 
@@ -57,10 +59,12 @@ class Broker:
     def __init__(
         self,
         stored: StoredCredentials,
+        logins: Logins | None = None,
         clock: Callable[[], datetime] = utcnow,
         started: datetime | None = None,
     ) -> None:
         self._stored = stored
+        self.logins = logins
         self._clock = clock
         self._lock = threading.Lock()
         self._states: dict[str, IdentityState] = {}
@@ -76,10 +80,16 @@ class Broker:
             return state, self._flights.setdefault(identity.key, threading.Lock())
 
     def get_credential(
-        self, opts: HelperOptions, cluster: str | None = None, skip_cache: bool = False
+        self,
+        opts: HelperOptions,
+        cluster: str | None = None,
+        skip_cache: bool = False,
+        conv: Conversation | None = None,
     ) -> tuple[Identity, Credential]:
         """The credential for the identity ``opts`` names, fetched at most once at a time."""
         identity = identity_for(opts)
+        if identity.kind == OIDC:
+            return identity, self._oidc_credential(identity, opts, cluster, skip_cache, conv)
         state, flight = self._state(identity)
         with flight:
             now = self._clock()
@@ -103,13 +113,41 @@ class Broker:
             state.credential, state.last_error = credential, None
             return identity, credential
 
-    def _fetch(self, identity: Identity) -> Credential:
-        if identity.kind == OIDC:
-            raise CredentialError(
-                f"login required for {identity.name}",
-                "this kubetray build serves stored credentials only; OIDC sign-in is not "
-                "available yet (use kubetray store)",
+    def _oidc_credential(
+        self,
+        identity: Identity,
+        opts: HelperOptions,
+        cluster: str | None,
+        skip_cache: bool,
+        conv: Conversation | None,
+    ) -> Credential:
+        if self.logins is None or conv is None:
+            raise CredentialError(f"login required for {identity.name}", "OIDC is not enabled")
+        state, _ = self._state(identity)
+        with self._lock:
+            state.calls += 1
+            state.last_used = self._clock()
+            if cluster:
+                state.clusters.add(cluster)
+        try:
+            tokens = self.logins.token(
+                identity,
+                OIDCSettings.from_options(opts),
+                conv,
+                refresh=skip_cache or opts.force_refresh,
             )
+        except Exception as e:
+            state.last_error = getattr(e, "message", None) or str(e)
+            raise
+        state.last_error = None
+        token = tokens.access_token if opts.oidc_use_access_token else tokens.id_token
+        if not token:
+            raise CredentialError(f"the provider gave {identity.name} no token to send")
+        return Credential(
+            token=token, expires=tokens.handed_out_expiry(self._clock()), subject=tokens.who()
+        )
+
+    def _fetch(self, identity: Identity) -> Credential:
         stored = self._stored.load(identity.name)
         return Credential(
             token=stored.token,
@@ -180,6 +218,32 @@ class Broker:
                 clusters=sorted(state.clusters),
                 error=state.last_error,
             )
+        if self.logins is not None:
+            for st in self.logins.known():
+                entry = identities.setdefault(st.identity.key, {"name": st.identity.name})
+                tokens = st.tokens
+                if st.login is not None:
+                    entry["state"] = "logging in"
+                elif tokens is not None and tokens.expires_at > now:
+                    entry["state"] = "ready" if tokens.fresh(now) else "expiring"
+                elif st.blocked_until and now < st.blocked_until:
+                    entry["state"] = "needs login"
+                else:
+                    entry["state"] = "needs login"
+                entry.update(
+                    kind=OIDC,
+                    issuer=st.settings.issuer,
+                    client_id=st.settings.client_id,
+                    who=tokens.who() if tokens else None,
+                    groups=tokens.claims.get("groups") if tokens else None,
+                    expires=tokens.expires_at.isoformat() if tokens else None,
+                    refreshable=bool(tokens and tokens.refresh_token),
+                    refreshes=st.refreshes,
+                    error=st.blocked_reason
+                    if st.blocked_until and now < st.blocked_until
+                    else entry.get("error"),
+                )
+                entry.setdefault("calls", 0)
         return {
             "started": self.started.isoformat(),
             "identities": list(identities.values()),

@@ -1,19 +1,30 @@
 """Asking the running agent from kubetray's own commands (status, store, forget)."""
 
 import json
+import sys
 from typing import Any
 
 from app.broker.ipc_server import read_frame, write_frame
 from app.errors import AgentNotRunning, AppError
 from exec_helper import protocol
 from exec_helper.errors import AgentUnavailable, HelperError
+from exec_helper.prompt import answer
 from exec_helper.transport import connect
 
-TIMEOUT = 10.0
+TIMEOUT = 30.0
+"""Between two frames; a login in progress sends keepalives well within it."""
 
 
-def call(op: str, **fields: Any) -> dict[str, Any]:
-    """Send one request and return the agent's result frame."""
+def _tell(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def call(op: str, *, talk: bool = False, **fields: Any) -> dict[str, Any]:
+    """Send one request and return the agent's result frame.
+
+    With ``talk``, the agent's messages go to stderr and its prompts are answered on this
+    terminal (kubetray login).
+    """
     try:
         conn = connect(TIMEOUT)
     except AgentUnavailable:
@@ -27,8 +38,13 @@ def call(op: str, **fields: Any) -> dict[str, Any]:
         write_frame(conn, {"op": op, **fields})
         while True:
             doc = read_frame(conn)
-            if doc.get("type") == protocol.RESULT:
+            kind = doc.get("type")
+            if kind == protocol.RESULT:
                 return doc
+            if talk and kind == protocol.MESSAGE:
+                _tell(str(doc.get("text", "")))
+            elif talk and kind == protocol.PROMPT:
+                conn.sendall(protocol.frame(answer(doc)))
     finally:
         conn.close()
 

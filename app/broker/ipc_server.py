@@ -16,6 +16,7 @@ from exec_helper import protocol
 log = logging.getLogger(__name__)
 
 READ_TIMEOUT = 5.0
+SEND_TIMEOUT = 30.0
 MAX_CONNECTIONS = 64
 
 
@@ -145,7 +146,16 @@ class IPCServer:
                 )
                 return
             request = read_frame(conn)
-            self._service.handle(request, pid, lambda doc: write_frame(conn, doc))
+            conn.settimeout(SEND_TIMEOUT)  # a caller that stops reading is dropped
+
+            def receive(timeout: float) -> dict[str, Any]:
+                conn.settimeout(timeout)
+                try:
+                    return read_frame(conn)
+                finally:
+                    conn.settimeout(SEND_TIMEOUT)
+
+            self._service.handle(request, pid, lambda doc: write_frame(conn, doc), receive)
         except (PeerGone, protocol.ProtocolError, TimeoutError) as e:
             log.debug("dropped a connection from pid %s: %s", pid, e)
         except OSError as e:

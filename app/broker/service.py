@@ -18,11 +18,51 @@ from app.broker import peer
 from app.broker.broker import Broker, identity_for
 from app.errors import AppError
 from app.model import CallRecord, Credential
+from app.oidc.client import OIDCSettings
 from exec_helper import exec_credential, options, protocol
 from exec_helper.exec_credential import ExecInfo, ExecInfoError
 
 log = logging.getLogger(__name__)
 Send = Callable[[dict[str, Any]], None]
+Receive = Callable[[float], dict[str, Any]]
+PROMPT_TIMEOUT = 300.0
+
+
+class CallerConversation:
+    """A connected caller (kubetray-exec or the CLI) as the logins see it."""
+
+    def __init__(self, send: Send, receive: Receive, interactive: bool, visible: bool) -> None:
+        self._send = send
+        self._receive = receive
+        self.interactive = interactive
+        self.visible = visible
+        self.gone = False
+
+    def _frame(self, doc: dict[str, Any]) -> None:
+        if self.gone:
+            return
+        try:
+            self._send(doc)
+        except OSError:
+            self.gone = True  # it hung up; the login goes on for the others
+
+    def tell(self, text: str) -> None:
+        self._frame({"type": protocol.MESSAGE, "text": text})
+
+    def keepalive(self) -> None:
+        self._frame({"type": protocol.KEEPALIVE})
+
+    def ask(self, text: str, secret: bool) -> str | None:
+        if not self.interactive or self.gone:
+            return None
+        self._frame({"type": protocol.PROMPT, "text": text, "secret": secret})
+        try:
+            reply = self._receive(PROMPT_TIMEOUT)
+        except (OSError, ValueError):
+            self.gone = True
+            return None
+        value = reply.get("value")
+        return value if isinstance(value, str) and reply.get("op") == "answer" else None
 
 
 def _result(exit_code: int, stdout: str = "", stderr: str = "") -> dict[str, Any]:
@@ -48,11 +88,15 @@ class Service:
         self._clock = clock
         self._socket = socket
 
-    def handle(self, request: dict[str, Any], pid: int | None, send: Send) -> None:
+    def handle(
+        self, request: dict[str, Any], pid: int | None, send: Send, receive: Receive
+    ) -> None:
         """Answer one request; every path ends with exactly one result frame."""
         op = request.get("op")
         if op == "get_credential":
-            self._get_credential(request, pid, send)
+            self._get_credential(request, pid, send, receive)
+        elif op in ("login", "logout", "cancel"):
+            self._account(op, request, send, receive)
         elif op == "status":
             send(_result(0, stdout=self._json(self.status())))
         elif op == "calls":
@@ -76,7 +120,60 @@ class Service:
         doc["agent"] = {"pid": os.getpid(), "version": __version__, "socket": self._socket}
         return doc
 
-    def _get_credential(self, request: dict[str, Any], pid: int | None, send: Send) -> None:
+    def _account(self, op: str, request: dict[str, Any], send: Send, receive: Receive) -> None:
+        """kubetray login / logout / cancel NAME (or, for login, kubetray-exec flags)."""
+        logins = self._broker.logins
+        name = str(request.get("name") or "")
+        try:
+            if logins is None:
+                raise AppError("OIDC is not enabled in this agent")
+            if op == "login":
+                conv = CallerConversation(
+                    send, receive, bool(request.get("interactive")), visible=True
+                )
+                if request.get("args"):
+                    opts = options.resolve(list(request["args"]))
+                    identity = identity_for(opts)
+                    st = logins.state(identity, OIDCSettings.from_options(opts))
+                else:
+                    found = logins.find(name)
+                    if found is None:
+                        raise AppError(
+                            f"no OIDC identity named {name!r}",
+                            "kubetray status lists them; or give the kubetray-exec flags",
+                        )
+                    st = found
+                tokens = logins.token(
+                    st.identity,
+                    st.settings,
+                    conv,
+                    explicit=True,
+                    relogin=bool(request.get("force")),
+                )
+                until = tokens.expires_at.strftime("%Y-%m-%d %H:%M:%S UTC")
+                send(
+                    _result(
+                        0,
+                        stdout=f"logged in to {st.identity.name} as {tokens.who()} "
+                        f"(token valid until {until})\n",
+                    )
+                )
+            elif op == "logout":
+                if not logins.logout(name):
+                    raise AppError(f"no OIDC identity named {name!r}", "kubetray status lists them")
+                send(_result(0, stdout=f"logged out of {name}\n"))
+            else:
+                if not logins.cancel(name):
+                    raise AppError(f"no login in progress for {name!r}")
+                send(_result(0, stdout=f"cancelled the login to {name}\n"))
+        except options.OptionsError as e:
+            send(_result(2, stderr=str(e)))
+        except AppError as e:
+            send(_result(e.exit_code, stderr=e.one_line()))
+
+    def _get_credential(
+        self, request: dict[str, Any], pid: int | None, send: Send, receive: Receive
+    ) -> None:
         start = time.perf_counter()
         # Before answering: the helper exits the moment it has its answer, and with it goes
         # /proc/<pid> and the way to its parents (≈70 µs).
@@ -91,8 +188,14 @@ class Service:
                 tuple(request.get("args") or ()), info.cluster.config if info.cluster else None
             )
             identity_name = identity_for(opts).name
+            conv = CallerConversation(
+                send,
+                receive,
+                interactive=info.interactive and bool(request.get("stdin_tty")),
+                visible=bool(request.get("stderr_tty")),
+            )
             _identity, credential = self._broker.get_credential(
-                opts, cluster=cluster, skip_cache=info.response_code == 401
+                opts, cluster=cluster, skip_cache=info.response_code == 401, conv=conv
             )
             send(_result(0, stdout=render(info, credential)))
         except (ExecInfoError, options.OptionsError) as e:
