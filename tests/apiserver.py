@@ -10,6 +10,7 @@ import tempfile
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from tests.pki import CA
@@ -20,7 +21,15 @@ NAMESPACES = ["default", "kube-system", "kubetray-proof"]
 class APIServer:
     """Run with ``with APIServer(...) as api:``; ``api.url``, ``api.ca_pem``, ``api.seen``."""
 
-    def __init__(self, ca: CA, token: str | None = None, client_cn: str | None = None) -> None:
+    def __init__(
+        self,
+        ca: CA,
+        token: str | None = None,
+        client_cn: str | None = None,
+        check_token: "Callable[[str], bool] | None" = None,
+    ) -> None:
+        self.check_token = check_token
+        """Accept any bearer token this says yes to (an OIDC id_token verifier)."""
         self.reject_next = 0
         """Answer this many requests 401 whatever they carry (a revoked-then-renewed token)."""
         self.ca = ca
@@ -60,6 +69,8 @@ class APIServer:
                 return "401"
         auth = headers.get("Authorization", "")
         if self.token and auth == f"Bearer {self.token}":
+            return "token"
+        if self.check_token and auth.startswith("Bearer ") and self.check_token(auth[7:]):
             return "token"
         if self.client_cn and peer_cert:
             subject = dict(x[0] for x in peer_cert.get("subject", ()))

@@ -147,7 +147,7 @@ class OIDCClient:
     def _get_json(self, url: str) -> dict[str, Any]:
         with self._session() as session:
             try:
-                response = session.get(url, timeout=TIMEOUT)
+                response = session.get(url, timeout=TIMEOUT, withhold_token=True)
                 response.raise_for_status()
                 doc = response.json()
             except (requests.RequestException, ValueError) as e:
@@ -339,6 +339,7 @@ class OIDCClient:
                     meta.device_authorization_endpoint,
                     data={"client_id": s.client_id, "scope": " ".join(s.scopes)},
                     timeout=TIMEOUT,
+                    withhold_token=True,
                 )
                 doc = response.json()
             except (requests.RequestException, ValueError) as e:

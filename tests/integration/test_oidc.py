@@ -1,0 +1,206 @@
+"""OIDC logins end to end: real oidc-provider, real headless chromium, real kubectl.
+
+The API stand-in accepts only id_tokens that verify against the provider's keys with the
+kubectl client as audience.
+"""
+
+import base64
+import json
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from joserfc import jwt
+from joserfc.jwk import KeySet
+
+from tests.apiserver import NAMESPACES, APIServer
+from tests.idp import BROWSE, IdP, browser_available, browser_log, run_idp
+from tests.peers import V1, KubetrayEnv, kubectl_binaries, require
+from tests.pki import CA
+
+
+@pytest.fixture
+def idp() -> Iterator[IdP]:
+    with run_idp() as provider:
+        yield provider
+
+
+@pytest.fixture
+def browser(kt: KubetrayEnv, keyring_session: None) -> Path:
+    """The agent opens logins in the tests' real headless browser; returns its log."""
+    require(
+        browser_available(), "needs Debian chromium and Python playwright (make test installs them)"
+    )
+    log = kt.home.parent / "browser.jsonl"
+    kt.env.update(KUBETRAY_BROWSER=BROWSE, KUBETRAY_TEST_BROWSER_LOG=str(log))
+    return log
+
+
+def checker(idp: IdP, audience: str = "kubectl") -> Any:
+    keys = KeySet.import_key_set(idp.jwks())
+
+    def check(token: str) -> bool:
+        try:
+            claims = jwt.decode(token, keys).claims
+        except Exception:
+            return False
+        return bool(
+            claims.get("iss") == idp.issuer
+            and claims.get("aud") == audience
+            and claims["exp"] > time.time()
+        )
+
+    return check
+
+
+@pytest.fixture
+def api(idp: IdP) -> Iterator[APIServer]:
+    with APIServer(CA(), check_token=checker(idp)) as server:
+        yield server
+
+
+def oidc_args(idp: IdP, *extra: str) -> list[str]:
+    return [
+        "get-token",
+        f"--oidc-issuer-url={idp.issuer}",
+        "--oidc-client-id=kubectl",
+        "--oidc-extra-scope=email",
+        "--oidc-extra-scope=groups",
+        *extra,
+    ]
+
+
+def kubeconfig(kt: KubetrayEnv, api: APIServer, args: list[str], path: Path) -> Path:
+    env = [
+        {"name": k, "value": v}
+        for k, v in kt.env.items()
+        if k.startswith("KUBETRAY_") or k == "PYTHONPATH"
+    ]
+    doc = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": "c",
+        "clusters": [
+            {
+                "name": "c",
+                "cluster": {
+                    "server": api.url,
+                    "certificate-authority-data": base64.b64encode(api.ca_pem).decode(),
+                },
+            }
+        ],
+        "users": [
+            {
+                "name": "u",
+                "user": {
+                    "exec": {
+                        "apiVersion": "client.authentication.k8s.io/v1",
+                        "command": str(kt.helper),
+                        "args": args,
+                        "env": env,
+                        "interactiveMode": "Never",
+                        "provideClusterInfo": True,
+                    }
+                },
+            }
+        ],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+    }
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def kubectl(
+    kt: KubetrayEnv, config: Path, version: str = "1.33"
+) -> subprocess.CompletedProcess[str]:
+    binaries = kubectl_binaries()
+    require(version in binaries, f"kubectl {version} is not installed")
+    return subprocess.run(
+        [binaries[version], "--kubeconfig", str(config), "get", "ns", "-o", "name"],
+        env=dict(kt.env),
+        capture_output=True,
+        text=True,
+        timeout=180,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_browser_login_then_cached(
+    kt: KubetrayEnv, idp: IdP, api: APIServer, browser: Path, tmp_path: Path
+) -> None:
+    config = kubeconfig(kt, api, oidc_args(idp), tmp_path / "kubeconfig")
+    first = kubectl(kt, config)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.split() == [f"namespace/{n}" for n in NAMESPACES]
+    assert (
+        "Logged in to kubectl@127.0.0.1" in first.stderr and "as alice@example.test" in first.stderr
+    )
+    second = kubectl(kt, config)
+    assert second.returncode == 0 and second.stderr == ""
+    opened = [e for e in browser_log(browser) if e["event"] == "opened"]
+    assert len(opened) == 1
+    assert "code_challenge_method=S256" in opened[0]["url"] and "nonce=" in opened[0]["url"]
+    assert idp.counts().get("authorization_code") == 1
+    status = json.loads(kt.kubetray("status", "--json").stdout)
+    entry = next(i for i in status["identities"] if i["kind"] == "oidc")
+    assert entry["who"] == "alice@example.test" and entry["groups"] == ["devs", "team-alice"]
+    assert entry["state"] == "ready" and entry["refreshable"] is True
+
+
+@pytest.mark.slow
+def test_fifty_parallel_kubectl_one_browser(
+    kt: KubetrayEnv, idp: IdP, api: APIServer, browser: Path, tmp_path: Path
+) -> None:
+    config = kubeconfig(kt, api, oidc_args(idp), tmp_path / "kubeconfig")
+    with ThreadPoolExecutor(50) as pool:
+        results = list(pool.map(lambda _: kubectl(kt, config), range(50)))
+    failures = [r.stderr for r in results if r.returncode != 0]
+    assert failures == []
+    assert len([e for e in browser_log(browser) if e["event"] == "opened"]) == 1
+    assert idp.counts().get("authorization_code") == 1
+
+
+def test_agent_restart_serves_from_the_keyring(
+    kt: KubetrayEnv, idp: IdP, api: APIServer, browser: Path, tmp_path: Path
+) -> None:
+    config = kubeconfig(kt, api, oidc_args(idp), tmp_path / "kubeconfig")
+    assert kubectl(kt, config).returncode == 0
+    kt.stop_agent()
+    again = kubectl(kt, config)
+    assert again.returncode == 0, again.stderr
+    assert len([e for e in browser_log(browser) if e["event"] == "opened"]) == 1
+    assert idp.counts().get("authorization_code") == 1
+
+
+def test_ignored_login_fails_fast_afterwards(kt: KubetrayEnv, idp: IdP, browser: Path) -> None:
+    kt.env["KUBETRAY_TEST_BROWSER_MODE"] = "ignore"
+    args = oidc_args(idp, "--authentication-timeout-sec=2")
+    start = time.monotonic()
+    first = kt.run_helper(*args)
+    assert first.returncode == 1 and "not completed within 2 s" in first.stderr
+    assert time.monotonic() - start < 15
+    start = time.monotonic()
+    second = kt.run_helper(*args)
+    assert time.monotonic() - start < 2
+    assert second.returncode == 1
+    assert second.stderr.strip().splitlines()[-1].startswith("login required for kubectl@127.0.0.1")
+    assert 'run "kubetray login kubectl@127.0.0.1' in second.stderr
+    assert len(browser_log(browser)) == 1  # no second browser tab
+
+
+def test_non_interactive_caller_with_no_way_to_reach_anyone(
+    kt: KubetrayEnv, idp: IdP, keyring_session: None
+) -> None:
+    kt.env.pop("DISPLAY", None)
+    kt.env.pop("WAYLAND_DISPLAY", None)
+    start = time.monotonic()
+    done = kt.run_helper(*oidc_args(idp))
+    assert time.monotonic() - start < 5
+    assert done.returncode == 1 and done.stdout == ""
+    assert "nothing here can show a login" in done.stderr and "kubetray login" in done.stderr
