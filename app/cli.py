@@ -115,7 +115,14 @@ def _agent_call(op: str, **fields: Any) -> int:
 
 
 def cmd_login(args: argparse.Namespace) -> int:
-    flags = [a for a in args.flags if a != "--"]
+    rest = list(args.flags)
+    head = rest[: rest.index("--")] if "--" in rest else rest
+    if "--force" in head:  # `kubetray login NAME --force`: argparse left it in the remainder
+        rest.remove("--force")
+        args.force = True
+    flags = [a for a in rest if a != "--"]
+    if args.name and args.name.startswith("-"):  # `kubetray login -- --oidc-issuer-url=...`
+        flags, args.name = [args.name, *flags], None
     if not args.name and not flags:
         raise UsageError(
             "name an identity (kubetray status lists them) or give kubetray-exec flags"

@@ -271,11 +271,7 @@ class Logins:
                         f'the last login {st.blocked_reason}; run "kubetray login {identity.name}"',
                     )
                 browser = self._browser(settings.browser_command)
-                if not (conv.interactive or conv.visible or browser.available()):
-                    raise LoginRequired(
-                        f"login required for {identity.name}",
-                        f'nothing here can show a login; run "kubetray login {identity.name}"',
-                    )
+                self._check_reachable(identity, settings, conv, browser)
                 login = st.login = Login(identity.name, browser)
                 threading.Thread(
                     target=self._run_login,
@@ -293,6 +289,26 @@ class Logins:
             raise login.error
         assert login.result is not None
         return login.result
+
+    @staticmethod
+    def _check_reachable(
+        identity: Identity, settings: OIDCSettings, conv: Conversation, browser: Browser
+    ) -> None:
+        """Start a login only if it can finish: never one that nobody can see or answer."""
+        grant = settings.grant_type
+        if grant == "password" and settings.username and settings.password:
+            return  # needs nobody
+        remedy = f'run "kubetray login {identity.name}" in a terminal'
+        if grant in ("password", "authcode-keyboard"):
+            if not conv.interactive:
+                raise LoginRequired(
+                    f"login required for {identity.name}",
+                    f"its login needs an answer typed in a terminal; {remedy}",
+                )
+        elif not (conv.interactive or conv.visible or browser.available()):
+            raise LoginRequired(
+                f"login required for {identity.name}", f"nothing here can show a login; {remedy}"
+            )
 
     def _run_login(self, st: OIDCState, login: Login) -> None:
         try:

@@ -373,11 +373,7 @@ class OIDCClient:
         with self._session() as session:
             try:
                 token = session.fetch_token(
-                    endpoint,
-                    grant_type=DEVICE_GRANT,
-                    device_code=device_code,
-                    client_id=self.settings.client_id,
-                    timeout=TIMEOUT,
+                    endpoint, grant_type=DEVICE_GRANT, device_code=device_code, timeout=TIMEOUT
                 )
             except OAuthError as e:
                 if e.error in ("authorization_pending", "slow_down"):

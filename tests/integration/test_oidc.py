@@ -204,3 +204,109 @@ def test_non_interactive_caller_with_no_way_to_reach_anyone(
     assert time.monotonic() - start < 5
     assert done.returncode == 1 and done.stdout == ""
     assert "nothing here can show a login" in done.stderr and "kubetray login" in done.stderr
+
+
+def test_device_code_login(
+    kt: KubetrayEnv, idp: IdP, api: APIServer, browser: Path, tmp_path: Path
+) -> None:
+    config = kubeconfig(
+        kt, api, oidc_args(idp, "--grant-type=device-code"), tmp_path / "kubeconfig"
+    )
+    done = kubectl(kt, config)
+    assert done.returncode == 0, done.stderr
+    assert "To log in, open http://127.0.0.1" in done.stderr and "/device?user_code=" in done.stderr
+    opened = [e for e in browser_log(browser) if e["event"] == "opened"]
+    assert len(opened) == 1 and "/device" in opened[0]["url"]
+    assert idp.counts().get("urn:ietf:params:oauth:grant-type:device_code") == 1
+
+
+def test_password_grant_prompts_in_a_real_terminal(
+    kt: KubetrayEnv, keyring_session: None, tmp_path: Path
+) -> None:
+    import pexpect
+
+    with run_idp(password=True) as idp, APIServer(CA(), check_token=checker(idp)) as api:
+        args = oidc_args(idp, "--grant-type=password")
+        config = kubeconfig(kt, api, args, tmp_path / "kubeconfig")
+        doc = yaml.safe_load(config.read_text())
+        doc["users"][0]["user"]["exec"]["interactiveMode"] = "IfAvailable"
+        config.write_text(yaml.safe_dump(doc))
+        binaries = kubectl_binaries()
+        require("1.33" in binaries, "kubectl 1.33 is not installed")
+        child = pexpect.spawn(
+            binaries["1.33"],
+            ["--kubeconfig", str(config), "get", "ns", "-o", "name"],
+            env=dict(kt.env),
+            encoding="utf-8",
+            timeout=60,
+        )
+        child.expect("Username: ")
+        child.sendline("bob")
+        child.expect("Password: ")
+        child.sendline("pw-bob")
+        child.expect(pexpect.EOF)
+        child.close()
+        out = child.before
+        assert child.exitstatus == 0, out
+        assert "namespace/kubetray-proof" in out and "pw-bob" not in out  # no echo
+        assert "as bob@example.test" in out
+        # Non-interactive callers are never prompted: they fail at once with the remedy.
+        kt.kubetray("logout", "kubectl@" + idp.issuer.removeprefix("http://"))
+        start = time.monotonic()
+        done = kt.run_helper(*args)
+        assert time.monotonic() - start < 5
+        assert done.returncode == 1 and "needs an answer typed in a terminal" in done.stderr
+
+
+def test_kubetray_login_and_logout(kt: KubetrayEnv, idp: IdP, browser: Path) -> None:
+    name = "kubectl@" + idp.issuer.removeprefix("http://")
+    done = kt.kubetray("login", "--", *oidc_args(idp)[1:])
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"logged in to {name} as alice@example.test")
+    again = kt.kubetray("login", name)
+    assert again.returncode == 0 and len(browser_log(browser)) == 2  # opened + done, once
+    forced = kt.kubetray("login", name, "--force")
+    assert (
+        forced.returncode == 0
+        and len([e for e in browser_log(browser) if e["event"] == "opened"]) == 2
+    )
+    out = kt.kubetray("logout", name)
+    assert out.returncode == 0 and out.stdout.strip() == f"logged out of {name}"
+    assert idp.counts().get("revoked", 0) >= 1 or idp.counts().get("error:invalid_grant", 0) == 0
+    status = json.loads(kt.kubetray("status", "--json").stdout)
+    assert next(i for i in status["identities"] if i["name"] == name)["state"] == "needs login"
+    assert kt.kubetray("logout", "nobody@nowhere").returncode == 1
+
+
+@pytest.mark.slow
+def test_refresh_ahead_and_a_hundred_callers_never_revoke_the_grant(
+    kt: KubetrayEnv, keyring_session: None
+) -> None:
+    """Tokens live 8 s: the agent refreshes ahead (~2 s before callers would need it)."""
+    with run_idp(password=True, ttl={"IdToken": 8, "AccessToken": 8}) as idp:
+        args = oidc_args(idp, "--grant-type=password", "--username=carol", "--password=pw-carol")
+        first = kt.run_helper(*args)
+        assert first.returncode == 0, first.stderr
+        tokens = {json.loads(first.stdout)["status"]["token"]}
+        deadline = time.monotonic() + 14
+
+        def call(_: int) -> tuple[int, str, float]:
+            start = time.monotonic()
+            done = kt.run_helper(*args)
+            return done.returncode, done.stdout, time.monotonic() - start
+
+        waits = []
+        with ThreadPoolExecutor(20) as pool:
+            while time.monotonic() < deadline:
+                for code, out, wait in pool.map(call, range(20)):
+                    assert code == 0
+                    tokens.add(json.loads(out)["status"]["token"])
+                    waits.append(wait)
+        counts = idp.counts()
+        assert len(waits) >= 100
+        assert counts.get("refresh_token", 0) >= 2  # refreshed ahead, more than once
+        assert len(tokens) >= 3
+        assert counts.get("error:invalid_grant", 0) == 0 and counts.get("revoked", 0) == 0
+        assert counts.get("password") == 1  # one login for everything
+        status = json.loads(kt.kubetray("status", "--json").stdout)
+        assert next(i for i in status["identities"] if i["kind"] == "oidc")["refreshes"] >= 2

@@ -24,6 +24,15 @@ const nativeClient = (id, extra = {}) => ({
   ...extra,
 });
 
+async function findAccount(ctx, id) {
+  return {
+    accountId: id,
+    async claims() {
+      return { sub: id, email: `${id}@example.test`, email_verified: true, name: id, groups: ['devs', `team-${id}`] };
+    },
+  };
+}
+
 const server = http.createServer();
 await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
 const issuer = `http://127.0.0.1:${server.address().port}`;
@@ -43,14 +52,7 @@ const provider = new Provider(issuer, {
   scopes: ['openid', 'offline_access', 'email', 'profile', 'groups'],
   claims: { openid: ['sub'], email: ['email', 'email_verified'], profile: ['name'], groups: ['groups'] },
   cookies: { keys: ['kubetray-test-cookie-key'] },
-  async findAccount(ctx, id) {
-    return {
-      accountId: id,
-      async claims() {
-        return { sub: id, email: `${id}@example.test`, email_verified: true, name: id, groups: ['devs', `team-${id}`] };
-      },
-    };
-  },
+  findAccount,
   issueRefreshToken: async (ctx, client) => client.grantTypeAllowed('refresh_token'),
   // Consent is not what these tests are about: grant what was asked, once per login.
   async loadExistingGrant(ctx) {
@@ -84,7 +86,7 @@ if (settings.password) {
     const accessToken = await at.save();
     const rt = new provider.RefreshToken({ accountId: params.username, client, grantId: grant.jti, scope, gty: 'password' });
     const refreshToken = await rt.save();
-    const account = await provider.Account.findAccount(ctx, params.username);
+    const account = await findAccount(ctx, params.username);
     const claims = await account.claims('id_token', scope, {}, []);
     const token = new provider.IdToken({ ...claims }, { ctx, client });
     token.scope = scope;
@@ -101,6 +103,7 @@ provider.on('grant.success', (ctx) => {
   const type = ctx.oidc.params.grant_type;
   counts[type] = (counts[type] || 0) + 1;
 });
+provider.on('server_error', (ctx, err) => { console.error('server_error', err); });
 provider.on('grant.error', (ctx, err) => {
   const key = `error:${err.error}`;
   counts[key] = (counts[key] || 0) + 1;
