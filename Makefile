@@ -13,6 +13,12 @@ help: ## list the targets
 system-deps: ## install the OS packages the tests use (apt; sudo when not root)
 	@scripts/install-system-deps
 
+NODE_DEPS := tests/oidc/node_modules/.installed
+
+$(NODE_DEPS): tests/oidc/package.json tests/oidc/package-lock.json
+	cd tests/oidc && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test,dev]'
@@ -31,7 +37,7 @@ lint: install ## ruff and mypy (also for Windows and macOS)
 	$(BIN)/mypy --platform win32
 	$(BIN)/mypy --platform darwin
 
-test: system-deps install lint ## everything: lint, then all tests against real peers
+test: system-deps install $(NODE_DEPS) lint ## everything: lint, then all tests against real peers
 	scripts/with-keyring $(BIN)/pytest $(PYTEST_ARGS)
 
 bench: system-deps install ## print the hot-path figures (bench/hot_path)

@@ -8,9 +8,9 @@ import json
 import ssl
 import tempfile
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from collections.abc import Callable
 from typing import Any
 
 from tests.pki import CA

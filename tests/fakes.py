@@ -34,3 +34,35 @@ class CountingStore(MemorySecretStore):
             self.gets += 1
         time.sleep(self.delay)
         return super().get(key)
+
+
+class SilentCaller:
+    """A caller nobody watches: kubectl in a CI job (not interactive, stderr not a terminal)."""
+
+    interactive = False
+    visible = False
+
+    def __init__(self) -> None:
+        self.told: list[str] = []
+
+    def tell(self, text: str) -> None:
+        self.told.append(text)
+
+    def ask(self, text: str, secret: bool) -> str | None:
+        raise AssertionError(f"a non-interactive caller was asked {text!r}")
+
+    def keepalive(self) -> None:
+        pass
+
+
+class NoBrowser:
+    """A machine with no display and no browser command."""
+
+    def __init__(self, command: str | None = None) -> None:
+        self.command = command
+
+    def available(self) -> bool:
+        return False
+
+    def open(self, url: str) -> bool:
+        return False

@@ -6,7 +6,6 @@ kubectl client as audience.
 
 import base64
 import json
-import os
 import subprocess
 import time
 from collections.abc import Iterator
@@ -21,7 +20,7 @@ from joserfc.jwk import KeySet
 
 from tests.apiserver import NAMESPACES, APIServer
 from tests.idp import BROWSE, IdP, browser_available, browser_log, run_idp
-from tests.peers import V1, KubetrayEnv, kubectl_binaries, require
+from tests.peers import KubetrayEnv, kubectl_binaries, require
 from tests.pki import CA
 
 

@@ -7,10 +7,12 @@ from pathlib import Path
 import pytest
 
 from app.broker.broker import Broker, identity_for
+from app.broker.logins import Logins
 from app.errors import CredentialError, UsageError
+from app.store.memory_store import MemorySecretStore
 from app.stored import StoredCredential, StoredCredentials
 from exec_helper.options import resolve
-from tests.fakes import Clock, CountingStore
+from tests.fakes import Clock, CountingStore, NoBrowser, SilentCaller
 
 
 @pytest.fixture
@@ -97,12 +99,22 @@ def test_expired_credential_is_refused_and_shown(
     assert entry["state"] == "error" and "expired" in entry["error"]
 
 
-def test_oidc_identity_needs_login(broker: Broker) -> None:
-    with pytest.raises(CredentialError, match="login required for kubectl@idp"):
+def test_oidc_identity_nobody_can_log_in_to(
+    stored: StoredCredentials, clock: Clock, tmp_path: Path
+) -> None:
+    logins = Logins(
+        MemorySecretStore(), str(tmp_path / "identities.json"), clock, browser=NoBrowser
+    )
+    broker = Broker(stored, logins=logins, clock=clock)
+    caller = SilentCaller()
+    with pytest.raises(CredentialError, match="login required for kubectl@idp") as e:
         broker.get_credential(
             resolve(["--oidc-issuer-url=https://idp", "--oidc-client-id=kubectl"]),
             cluster="https://k",
+            conv=caller,
         )
+    assert "nothing here can show a login" in str(e.value.hint)
+    assert caller.told == []  # no login was started
     entry = broker.status()["identities"][0]
     assert (
         entry["state"] == "needs login"
