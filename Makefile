@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help system-deps install run test lint bench clean
+.PHONY: help system-deps install run test lint bench bench-login clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
@@ -42,6 +42,9 @@ test: system-deps install $(NODE_DEPS) lint ## everything: lint, then all tests 
 
 bench: system-deps install ## print the hot-path figures (bench/hot_path)
 	scripts/with-keyring $(BIN)/python bench/hot_path.py
+
+bench-login: system-deps install $(NODE_DEPS) ## print the login figures (bench/login)
+	scripts/with-keyring $(BIN)/python bench/login.py
 
 clean: ## remove the virtualenv and caches
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -4,6 +4,7 @@ Every grant goes through authlib's OAuth2Session (PKCE S256, state, nonce); id_t
 verified with joserfc against the provider's JWKS (signature, iss, aud, exp, nonce).
 """
 
+import ssl
 import threading
 import time
 from collections.abc import Callable
@@ -18,7 +19,7 @@ from joserfc import jwt
 from joserfc.errors import JoseError
 from joserfc.jwk import KeySet
 
-from app.oidc.http import TIMEOUT, mount_trust
+from app.oidc.http import TIMEOUT, mount_trust, ssl_context
 from app.oidc.loopback import LoginError, LoopbackListener
 from app.oidc.tokens import TokenSet
 from exec_helper.options import HelperOptions
@@ -128,6 +129,7 @@ class OIDCClient:
         self._lock = threading.Lock()
         self._metadata: Metadata | None = None
         self._keys: KeySet | None = None
+        self._tls: ssl.SSLContext | None = None
 
     # -- HTTP, discovery, keys --------------------------------------------------------------
 
@@ -141,7 +143,9 @@ class OIDCClient:
             code_challenge_method="S256",
             **kwargs,
         )
-        mount_trust(session, s.ca_files, s.ca_data, s.insecure)
+        if self._tls is None and not s.insecure:
+            self._tls = ssl_context(s.ca_files, s.ca_data)  # loading the system CAs: ≈10 ms
+        mount_trust(session, self._tls, s.insecure)
         return session
 
     def _get_json(self, url: str) -> dict[str, Any]:

@@ -48,14 +48,11 @@ def ssl_context(ca_files: tuple[str, ...] = (), ca_data: tuple[str, ...] = ()) -
 
 
 def mount_trust(
-    session: requests.Session,
-    ca_files: tuple[str, ...] = (),
-    ca_data: tuple[str, ...] = (),
-    insecure: bool = False,
+    session: requests.Session, context: ssl.SSLContext | None, insecure: bool = False
 ) -> requests.Session:
-    """Make ``session`` verify TLS with the system trust plus the extra CAs."""
+    """Make ``session`` verify TLS with ``context`` (see ssl_context), or not at all."""
     if insecure:
         session.verify = False
-    else:
-        session.mount("https://", _TrustAdapter(ssl_context(ca_files, ca_data)))
+    elif context is not None:
+        session.mount("https://", _TrustAdapter(context))
     return session

@@ -135,5 +135,10 @@ class LoopbackListener:
         return self._result.code
 
     def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        """Stop serving, off the caller's path: shutdown() waits out the server's poll."""
+
+        def stop() -> None:
+            self._server.shutdown()
+            self._server.server_close()
+
+        threading.Thread(target=stop, name="loopback-close", daemon=True).start()

@@ -43,10 +43,13 @@ def main() -> int:
         browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=FLAGS)
         page = browser.new_page()
         callbacks: list[str] = []
-        page.on(
-            "request",
-            lambda r: callbacks.append(r.url) if "state=" in r.url and "code=" in r.url else None,
-        )
+
+        def on_request(request) -> None:  # type: ignore[no-untyped-def]
+            if "state=" in request.url and "code=" in request.url:
+                callbacks.append(request.url)
+                record(event="callback")  # the moment the redirect leaves for kubetray
+
+        page.on("request", on_request)
         page.goto(url)
         for _ in range(8):
             page.wait_for_load_state()
