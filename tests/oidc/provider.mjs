@@ -110,6 +110,7 @@ provider.on('grant.error', (ctx, err) => {
 });
 provider.on('grant.revoked', () => { counts.revoked = (counts.revoked || 0) + 1; });
 
+
 const callback = provider.callback();
 server.on('request', (req, res) => {
   if (req.url === '/test/counts') {
