@@ -88,6 +88,10 @@ class Login:
         for conv in listeners:
             conv.tell(text)
 
+    @property
+    def browser_available(self) -> bool:
+        return self._browser.available()
+
     def open_browser(self, url: str) -> bool:
         if not self._browser.available():
             return False
@@ -346,7 +350,7 @@ class Logins:
             return client.device_code(login)
         if (
             grant == "auto"
-            and not login._browser.available()
+            and not login.browser_available
             and (client.metadata().device_authorization_endpoint)
         ):
             return client.device_code(login)

@@ -76,7 +76,9 @@ def oidc_args(idp: IdP, *extra: str) -> list[str]:
     ]
 
 
-def kubeconfig(kt: KubetrayEnv, api: APIServer, args: list[str], path: Path) -> Path:
+def kubeconfig(
+    kt: KubetrayEnv, api: APIServer, args: list[str], path: Path, mode: str = "Never"
+) -> Path:
     env = [
         {"name": k, "value": v}
         for k, v in kt.env.items()
@@ -104,7 +106,7 @@ def kubeconfig(kt: KubetrayEnv, api: APIServer, args: list[str], path: Path) -> 
                         "command": str(kt.helper),
                         "args": args,
                         "env": env,
-                        "interactiveMode": "Never",
+                        "interactiveMode": mode,
                         "provideClusterInfo": True,
                     }
                 },
@@ -128,6 +130,22 @@ def kubectl(
         text=True,
         timeout=180,
         stdin=subprocess.DEVNULL,
+    )
+
+
+def kubectl_in_a_terminal(kt: KubetrayEnv, api: APIServer, args: list[str], tmp_path: Path) -> Any:
+    """kubectl 1.33 in a pseudo-terminal, its exec user interactive (IfAvailable)."""
+    import pexpect
+
+    config = kubeconfig(kt, api, args, tmp_path / "kubeconfig", mode="IfAvailable")
+    binaries = kubectl_binaries()
+    require("1.33" in binaries, "kubectl 1.33 is not installed")
+    return pexpect.spawn(
+        binaries["1.33"],
+        ["--kubeconfig", str(config), "get", "ns", "-o", "name"],
+        env=dict(kt.env),
+        encoding="utf-8",
+        timeout=60,
     )
 
 
@@ -227,19 +245,7 @@ def test_password_grant_prompts_in_a_real_terminal(
 
     with run_idp(password=True) as idp, APIServer(CA(), check_token=checker(idp)) as api:
         args = oidc_args(idp, "--grant-type=password")
-        config = kubeconfig(kt, api, args, tmp_path / "kubeconfig")
-        doc = yaml.safe_load(config.read_text())
-        doc["users"][0]["user"]["exec"]["interactiveMode"] = "IfAvailable"
-        config.write_text(yaml.safe_dump(doc))
-        binaries = kubectl_binaries()
-        require("1.33" in binaries, "kubectl 1.33 is not installed")
-        child = pexpect.spawn(
-            binaries["1.33"],
-            ["--kubeconfig", str(config), "get", "ns", "-o", "name"],
-            env=dict(kt.env),
-            encoding="utf-8",
-            timeout=60,
-        )
+        child = kubectl_in_a_terminal(kt, api, args, tmp_path)
         child.expect("Username: ")
         child.sendline("bob")
         child.expect("Password: ")
@@ -328,19 +334,7 @@ def test_authcode_keyboard_in_a_real_terminal(
         "--grant-type=authcode-keyboard",
         "--oidc-redirect-url-authcode-keyboard=http://127.0.0.1/callback",
     )
-    config = kubeconfig(kt, api, args, tmp_path / "kubeconfig")
-    doc = yaml.safe_load(config.read_text())
-    doc["users"][0]["user"]["exec"]["interactiveMode"] = "IfAvailable"
-    config.write_text(yaml.safe_dump(doc))
-    binaries = kubectl_binaries()
-    require("1.33" in binaries, "kubectl 1.33 is not installed")
-    child = pexpect.spawn(
-        binaries["1.33"],
-        ["--kubeconfig", str(config), "get", "ns", "-o", "name"],
-        env=dict(kt.env),
-        encoding="utf-8",
-        timeout=60,
-    )
+    child = kubectl_in_a_terminal(kt, api, args, tmp_path)
     child.expect(r"log in: (\S+)")
     url = child.match.group(1)
     child.expect("Enter the code")
