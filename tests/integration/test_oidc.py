@@ -363,3 +363,25 @@ def test_access_token_instead_of_id_token(kt: KubetrayEnv, keyring_session: None
         assert access.returncode == 0, access.stderr
         token = json.loads(access.stdout)["status"]["token"]
         assert id_token.count(".") == 2 and token != id_token and token.count(".") != 2
+
+
+def test_cancel_ends_a_waiting_login_for_its_callers(
+    kt: KubetrayEnv, idp: IdP, browser: Path
+) -> None:
+    kt.env["KUBETRAY_TEST_BROWSER_MODE"] = "ignore"
+    name = "kubectl@" + idp.issuer.removeprefix("http://")
+    with ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(kt.run_helper, *oidc_args(idp))
+        deadline = time.monotonic() + 20
+        while not browser_log(browser) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        start = time.monotonic()
+        cancelled = kt.kubetray("cancel", name)
+        assert (
+            cancelled.returncode == 0
+            and cancelled.stdout.strip() == f"cancelled the login to {name}"
+        )
+        done = waiting.result(timeout=20)
+    assert time.monotonic() - start < 5
+    assert done.returncode == 1 and "the login was cancelled" in done.stderr
+    assert kt.kubetray("cancel", name).returncode == 1  # nothing left to cancel
