@@ -54,6 +54,9 @@ class SilentCaller:
     def keepalive(self) -> None:
         pass
 
+    def device_code(self, user_code: str, uri: str) -> None:
+        self.told.append(f"device code {user_code} at {uri}")
+
 
 class NoBrowser:
     """A machine with no display and no browser command."""

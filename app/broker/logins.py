@@ -47,6 +47,16 @@ class Conversation(Protocol):
     def tell(self, text: str) -> None: ...
     def ask(self, text: str, secret: bool) -> str | None: ...
     def keepalive(self) -> None: ...
+    def device_code(self, user_code: str, uri: str) -> None:
+        """The device code and where to enter it (``tell`` has already said it in words)."""
+
+
+class LoginObserver(Protocol):
+    """Someone who wants to see every login (the tray). Called from worker threads."""
+
+    def login_started(self, login: "Login") -> None: ...
+    def login_finished(self, name: str, error: AppError | None) -> None: ...
+    def login_required(self, name: str, reason: str) -> None: ...
 
 
 class LoginRequired(CredentialError):
@@ -67,6 +77,8 @@ class Login:
         self.result: TokenSet | None = None
         self.error: AppError | None = None
         self.browsers_opened = 0
+        self.url: str | None = None
+        self.device: tuple[str, str] | None = None
 
     def join(self, conv: Conversation) -> None:
         with self._lock:
@@ -96,7 +108,15 @@ class Login:
         if not self._browser.available():
             return False
         self.browsers_opened += 1
+        self.url = url
         return self._browser.open(url)
+
+    def show_device_code(self, user_code: str, uri: str) -> None:
+        self.device = (user_code, uri)
+        with self._lock:
+            listeners = list(self._listeners)
+        for conv in listeners:
+            conv.device_code(user_code, uri)
 
     def prompt(self, text: str, secret: bool) -> str | None:
         with self._lock:
@@ -123,6 +143,7 @@ class OIDCState:
     blocked_until: datetime | None = None
     blocked_reason: str | None = None
     refreshes: int = 0
+    refreshed_at: datetime | None = None
 
 
 def _store_key(identity: Identity) -> str:
@@ -151,6 +172,9 @@ class Logins:
         self._seq = 0
         self._wake = threading.Condition(self._lock)
         self._stopped = False
+        self.observers: list[LoginObserver] = []
+        self.desktop = False
+        """A desktop app (the tray) hosts these logins: it can always show and ask."""
         self._scheduler = threading.Thread(target=self._refresh_ahead, name="refresh", daemon=True)
         self._scheduler.start()
 
@@ -232,6 +256,7 @@ class Logins:
         fresh = st.client.refresh(st.tokens)
         self._save(st, fresh)
         st.refreshes += 1
+        st.refreshed_at = self._clock()
         log.info("refreshed %s (valid until %s)", st.identity.name, fresh.expires_at)
         return fresh
 
@@ -270,13 +295,18 @@ class Logins:
             login = st.login
             if login is None:
                 if st.blocked_until and now < st.blocked_until and not explicit:
+                    for observer in self.observers:
+                        observer.login_required(identity.name, str(st.blocked_reason))
                     raise LoginRequired(
                         f"login required for {identity.name}",
                         f'the last login {st.blocked_reason}; run "kubetray login {identity.name}"',
                     )
                 browser = self._browser(settings.browser_command)
-                self._check_reachable(identity, settings, conv, browser)
+                if not self.desktop:
+                    self._check_reachable(identity, settings, conv, browser)
                 login = st.login = Login(identity.name, browser)
+                for observer in self.observers:
+                    observer.login_started(login)
                 threading.Thread(
                     target=self._run_login,
                     args=(st, login),
@@ -337,6 +367,8 @@ class Logins:
             with st.lock:
                 st.login = None
             login.done.set()
+            for observer in self.observers:
+                observer.login_finished(st.identity.name, login.error)
 
     def _interactive_login(self, st: OIDCState, login: Login) -> TokenSet:
         settings, client = st.settings, st.client

@@ -52,6 +52,9 @@ class CallerConversation:
     def keepalive(self) -> None:
         self._frame({"type": protocol.KEEPALIVE})
 
+    def device_code(self, user_code: str, uri: str) -> None:
+        pass  # tell() already put it on the caller's terminal
+
     def ask(self, text: str, secret: bool) -> str | None:
         if not self.interactive or self.gone:
             return None

@@ -1,0 +1,45 @@
+"""The app's settings, persisted as JSON in the config directory (no secrets here)."""
+
+import json
+import os
+from dataclasses import asdict, dataclass, fields
+
+from exec_helper import paths
+
+
+@dataclass
+class Settings:
+    """What the Settings window edits."""
+
+    start_at_login: bool = False
+    browser_command: str = ""
+    """Empty: the desktop's default browser."""
+    notify_login_needed: bool = True
+    notify_expiring: bool = True
+    notify_failures: bool = True
+
+    @classmethod
+    def path(cls) -> str:
+        return os.path.join(paths.config_dir(), "settings.json")
+
+    @classmethod
+    def load(cls) -> "Settings":
+        """Saved settings, defaults for anything missing or unreadable."""
+        try:
+            with open(cls.path(), encoding="utf-8") as f:
+                doc = json.load(f)
+        except (OSError, ValueError):
+            return cls()
+        known = {f.name for f in fields(cls)}
+        return (
+            cls(**{k: v for k, v in doc.items() if k in known}) if isinstance(doc, dict) else cls()
+        )
+
+    def save(self) -> None:
+        """Write atomically."""
+        path = self.path()
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(asdict(self), f, indent=2, sort_keys=True)
+        os.replace(tmp, path)
