@@ -18,7 +18,8 @@ def run() -> int:
         level=logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    server = compose.agent_server()
+    parts = compose.agent()
+    server = parts.server
     server.listener.open()
 
     def stop(signum: int, _frame: FrameType | None) -> None:
@@ -32,4 +33,5 @@ def run() -> int:
         server.serve_forever()
     finally:
         server.listener.close()
+        parts.logins.stop()
     return 0

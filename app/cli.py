@@ -30,6 +30,30 @@ def _notify_agent(name: str) -> None:
         client.call("invalidate", name=name)
 
 
+def cmd_app(_args: argparse.Namespace) -> int:
+    """The tray app; if one already runs, bring it forward."""
+    from app.broker import client
+    from app.errors import AgentRunning
+
+    try:
+        from app.ui.app import run
+    except ImportError as e:
+        raise AppError(
+            f"the desktop app cannot start: {e}", "use the headless agent: kubetray agent"
+        ) from None
+    try:
+        return run()
+    except AgentRunning:
+        result = client.call("show")
+        if result.get("exit") == 0:
+            print("kubetray is already running: brought it forward")
+            return 0
+        raise AppError(
+            "a headless kubetray agent is already running for this user",
+            "stop it (it serves kubectl in the meantime), then start kubetray again",
+        ) from None
+
+
 def cmd_agent(_args: argparse.Namespace) -> int:
     from app import agent
 
@@ -211,6 +235,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--verbose", action="store_true", help="show tracebacks on errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
+    p = sub.add_parser("app", help="the tray app (what `kubetray` alone runs)")
+    p.set_defaults(func=cmd_app)
+
     p = sub.add_parser("agent", help="run the headless agent in the foreground")
     p.set_defaults(func=cmd_agent)
 
@@ -251,10 +278,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; errors become `error:`/`hint:` lines and the error's exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    func: Callable[[argparse.Namespace], int] | None = getattr(args, "func", None)
-    if func is None:
-        parser.print_help(sys.stderr)
-        return 2
+    func: Callable[[argparse.Namespace], int] = getattr(args, "func", cmd_app)
     try:
         return func(args)
     except AppError as e:

@@ -2,11 +2,14 @@
 
 import os
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from app.broker.broker import Broker, utcnow
 from app.broker.ipc_server import IPCServer, Listener
 from app.broker.logins import Logins
 from app.broker.service import Service
+from app.oidc.browser import Browser
 from app.store.keyring_store import KeyringSecretStore
 from app.store.secret_store import SecretStore
 from app.stored import StoredCredentials
@@ -37,10 +40,32 @@ def listener() -> Listener:
         return UnixListener()
 
 
-def agent_server(store: SecretStore | None = None) -> IPCServer:
-    """Broker, service and listener, wired (the listener is not open yet)."""
+@dataclass
+class Agent:
+    """The agent's parts: what the headless agent serves and what the tray also shows."""
+
+    server: IPCServer
+    service: Service
+    broker: Broker
+    logins: Logins
+
+
+def agent(
+    store: SecretStore | None = None, default_browser: Callable[[], str] | None = None
+) -> Agent:
+    """Broker, logins, service and listener, wired (the listener is not open yet).
+
+    ``default_browser`` gives the browser command for identities that name none (a setting).
+    """
     store = store or secret_store()
-    logins = Logins(store, os.path.join(paths.config_dir(), "identities.json"), clock=utcnow)
+
+    def browser(command: str | None) -> Browser:
+        return Browser(command or (default_browser() if default_browser else None) or None)
+
+    logins = Logins(
+        store, os.path.join(paths.config_dir(), "identities.json"), clock=utcnow, browser=browser
+    )
     broker = Broker(stored_credentials(store), logins=logins)
     lst = listener()
-    return IPCServer(lst, Service(broker, clock=utcnow, socket=lst.address))
+    service = Service(broker, clock=utcnow, socket=lst.address)
+    return Agent(IPCServer(lst, service), service, broker, logins)

@@ -90,6 +90,8 @@ class Service:
         self._broker = broker
         self._clock = clock
         self._socket = socket
+        self.on_show: Callable[[], None] | None = None
+        """Set by the tray: a second `kubetray` asks the running one to show itself."""
 
     def handle(
         self, request: dict[str, Any], pid: int | None, send: Send, receive: Receive
@@ -105,6 +107,12 @@ class Service:
         elif op == "calls":
             calls = [_record_dict(r) for r in self._broker.calls(int(request.get("limit") or 100))]
             send(_result(0, stdout=self._json({"calls": calls})))
+        elif op == "show":
+            if self.on_show is None:
+                send(_result(1, stderr="the headless kubetray agent is running here, not the app"))
+            else:
+                self.on_show()
+                send(_result(0))
         elif op == "invalidate":
             self._broker.invalidate(str(request.get("name", "")))
             send(_result(0))

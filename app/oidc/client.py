@@ -115,6 +115,7 @@ class Metadata:
     grant_types_supported: tuple[str, ...]
     code_challenge_methods_supported: tuple[str, ...]
     id_token_signing_alg_values_supported: tuple[str, ...]
+    scopes_supported: tuple[str, ...] = ()
 
 
 def _error_text(e: OAuthError) -> str:
@@ -191,6 +192,7 @@ class OIDCClient:
                 code_challenge_methods_supported=tup("code_challenge_methods_supported"),
                 id_token_signing_alg_values_supported=tup("id_token_signing_alg_values_supported")
                 or ("RS256",),
+                scopes_supported=tup("scopes_supported"),
             )
         except KeyError as e:
             raise LoginError(f"the provider's discovery document lacks {e.args[0]}") from None

@@ -47,4 +47,3 @@ def test_usage_errors(kt: KubetrayEnv) -> None:
     assert done.returncode == 2 and done.stderr.startswith("error: nothing to store\nhint: ")
     done = kt.kubetray("forget", "bad name")
     assert done.returncode == 2 and "invalid credential name" in done.stderr
-    assert kt.kubetray().returncode == 2

@@ -1,0 +1,28 @@
+"""Where this installation's programs are (for kubeconfig entries and autostart)."""
+
+import os
+import shutil
+import sys
+
+
+def _beside(name: str) -> str | None:
+    here = os.path.dirname(
+        os.path.abspath(sys.executable if getattr(sys, "frozen", False) else sys.argv[0])
+    )
+    for candidate in (name, name + ".exe"):
+        path = os.path.join(here, candidate)
+        if os.access(path, os.X_OK):
+            return path
+    return None
+
+
+def helper_path() -> str:
+    """kubetray-exec by absolute path: GUI clients (Lens, IDEs) do not see the shell's PATH."""
+    found = _beside("kubetray-exec") or shutil.which("kubetray-exec")
+    return os.path.abspath(found) if found else "kubetray-exec"
+
+
+def app_command() -> list[str]:
+    """How to start the tray app (for start-at-login)."""
+    found = _beside("kubetray") or shutil.which("kubetray")
+    return [os.path.abspath(found)] if found else [sys.executable, "-m", "app"]

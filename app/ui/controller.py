@@ -1,0 +1,180 @@
+"""Between the Qt-free broker and the widgets: events in, actions out, no widget code.
+
+Logins call the observer methods from worker threads; they only emit signals, which Qt
+delivers on the GUI thread. Actions that block (a login, a logout, a discovery probe) run on
+worker threads and report back through signals. Never touch a widget from here.
+"""
+
+import threading
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from PySide6.QtCore import QObject, Signal
+
+from app.broker.broker import Broker
+from app.broker.logins import Login, Logins
+from app.errors import AppError
+from app.settings import Settings
+
+PROMPT_TIMEOUT = 300.0
+
+
+class _Answer:
+    """A prompt's answer, handed from the GUI thread to the waiting login thread."""
+
+    def __init__(self) -> None:
+        self.value: str | None = None
+        self.ready = threading.Event()
+
+
+class DesktopConversation:
+    """The app as a participant of every login: it shows progress and answers prompts."""
+
+    interactive = True
+    visible = True
+
+    def __init__(self, controller: "TrayController", name: str) -> None:
+        self._controller = controller
+        self._name = name
+
+    def tell(self, text: str) -> None:
+        self._controller.progress.emit(self._name, text)
+
+    def keepalive(self) -> None:
+        pass
+
+    def device_code(self, user_code: str, uri: str) -> None:
+        self._controller.device_code.emit(self._name, user_code, uri)
+
+    def ask(self, text: str, secret: bool) -> str | None:
+        answer = _Answer()
+        self._controller.prompt.emit(self._name, text, secret, answer)
+        answer.ready.wait(PROMPT_TIMEOUT)
+        return answer.value
+
+
+class TrayController(QObject):
+    """The app's model: broker state for the views, the user's actions for the broker."""
+
+    changed = Signal()
+    started_login = Signal(str)
+    finished_login = Signal(str, str)  # name, error ("" when it worked)
+    needs_login = Signal(str, str)  # name, reason
+    progress = Signal(str, str)  # name, text
+    device_code = Signal(str, str, str)  # name, user code, verification URI
+    prompt = Signal(str, str, bool, object)  # name, text, secret, _Answer
+    notify = Signal(str, str, str)  # kind, title, text
+    probed = Signal(object)  # Metadata or AppError
+
+    def __init__(
+        self, broker: Broker, logins: Logins, settings: Settings, clock: Callable[[], datetime]
+    ) -> None:
+        super().__init__()
+        self.broker = broker
+        self.logins = logins
+        self.settings = settings
+        self.clock = clock
+        self.in_progress: dict[str, Login] = {}
+        self._warned_expiring: set[tuple[str, str]] = set()
+        logins.desktop = True
+        logins.observers.append(self)
+        self.finished_login.connect(self._on_finished)
+        self.needs_login.connect(self._on_required)
+
+    # -- LoginObserver (worker threads) -------------------------------------------------------
+
+    def login_started(self, login: Login) -> None:
+        self.in_progress[login.name] = login
+        login.join(DesktopConversation(self, login.name))
+        self.started_login.emit(login.name)
+
+    def login_finished(self, name: str, error: AppError | None) -> None:
+        self.in_progress.pop(name, None)
+        self.finished_login.emit(name, error.one_line() if error else "")
+
+    def login_required(self, name: str, reason: str) -> None:
+        self.needs_login.emit(name, reason)
+
+    # -- notifications (GUI thread) -----------------------------------------------------------
+
+    def _on_finished(self, name: str, error: str) -> None:
+        self.changed.emit()
+        if error and self.settings.notify_failures:
+            self.notify.emit("failure", f"Login to {name} failed", error)
+
+    def _on_required(self, name: str, reason: str) -> None:
+        if self.settings.notify_login_needed:
+            self.notify.emit("login", f"kubectl needs you to log in to {name}", reason)
+
+    def check_expiring(self) -> None:
+        """Warn once per token when it expires within 10 minutes and cannot refresh."""
+        if not self.settings.notify_expiring:
+            return
+        now = self.clock()
+        for st in self.logins.known():
+            tokens = st.tokens
+            if tokens is None or tokens.refresh_token:
+                continue
+            left = (tokens.expires_at - now).total_seconds()
+            key = (st.identity.name, tokens.expires_at.isoformat())
+            if 0 < left <= 600 and key not in self._warned_expiring:
+                self._warned_expiring.add(key)
+                self.notify.emit(
+                    "expiring",
+                    f"{st.identity.name} expires in {int(left // 60)} min",
+                    "It cannot refresh: log in again to keep working.",
+                )
+
+    # -- actions (start on the GUI thread, run on workers) --------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        return self.broker.status()
+
+    def _run(self, name: str, work: Callable[[], object]) -> None:
+        def target() -> None:
+            try:
+                work()
+            except AppError:
+                pass  # login_finished has reported it
+            finally:
+                self.changed.emit()
+
+        threading.Thread(target=target, name=name, daemon=True).start()
+
+    def log_in(self, name: str, again: bool = False) -> None:
+        st = self.logins.find(name)
+        if st is None:
+            return
+        conv = DesktopConversation(self, name)
+        self._run(
+            f"login-{name}",
+            lambda: self.logins.token(st.identity, st.settings, conv, explicit=True, relogin=again),
+        )
+
+    def log_in_to_all(self) -> None:
+        now = self.clock()
+        for st in self.logins.known():
+            if st.tokens is None or not st.tokens.fresh(now):
+                self.log_in(st.identity.name)
+
+    def log_out(self, name: str) -> None:
+        self._run(f"logout-{name}", lambda: self.logins.logout(name))
+
+    def cancel(self, name: str) -> None:
+        self.logins.cancel(name)
+
+    def probe(self, issuer: str, client_id: str) -> None:
+        """Fetch the provider's discovery document; ``probed`` carries the result."""
+        from app.oidc.client import OIDCClient, OIDCSettings
+
+        def work() -> None:
+            try:
+                client = OIDCClient(
+                    OIDCSettings(issuer=issuer.rstrip("/"), client_id=client_id), self.clock
+                )
+                self.probed.emit(client.metadata())
+            except AppError as e:
+                self.probed.emit(e)
+
+        threading.Thread(target=work, name="probe", daemon=True).start()

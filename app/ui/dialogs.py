@@ -1,0 +1,196 @@
+"""Dialogs: a login's prompt, Add cluster, Settings."""
+
+import base64
+from pathlib import Path
+
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QDialog,
+    QDialogButtonBox,
+    QFileDialog,
+    QFormLayout,
+    QHBoxLayout,
+    QInputDialog,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app import autostart, installation
+from app.errors import AppError
+from app.kubeconfig import edit
+from app.oidc.client import Metadata
+from app.ui.controller import TrayController
+
+
+def ask(parent: QWidget | None, name: str, text: str, secret: bool) -> str | None:
+    """A login's question (username, password, pasted code) in a dialog."""
+    mode = QLineEdit.EchoMode.Password if secret else QLineEdit.EchoMode.Normal
+    value, ok = QInputDialog.getText(parent, f"kubetray: log in to {name}", text, mode)
+    return value if ok else None
+
+
+def capabilities(meta: Metadata) -> list[tuple[str, bool]]:
+    """What the provider supports, as the Add-cluster dialog lists it."""
+    return [
+        ("PKCE (S256)", "S256" in meta.code_challenge_methods_supported),
+        ("device code login", bool(meta.device_authorization_endpoint)),
+        ("refresh tokens (offline_access)", "offline_access" in meta.scopes_supported),
+        ("logout at the provider (end_session)", bool(meta.end_session_endpoint)),
+        ("token revocation", bool(meta.revocation_endpoint)),
+    ]
+
+
+class AddClusterDialog(QDialog):
+    """Probe an OpenID provider, then write a kubeconfig user and context running kubetray-exec."""
+
+    def __init__(self, controller: TrayController, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("kubetray: add cluster")
+        self._controller = controller
+        self.metadata: Metadata | None = None
+        form = QFormLayout()
+        self.context = QLineEdit()
+        self.server = QLineEdit()
+        self.server.setPlaceholderText("https://api.cluster.example:6443")
+        self.ca_file = QLineEdit()
+        browse = QPushButton("…")
+        browse.clicked.connect(self._pick_ca)
+        ca_row = QHBoxLayout()
+        ca_row.addWidget(self.ca_file)
+        ca_row.addWidget(browse)
+        self.issuer = QLineEdit()
+        self.issuer.setPlaceholderText("https://idp.example/realms/k8s")
+        self.client_id = QLineEdit()
+        self.scopes = QLineEdit("email groups")
+        self.kubeconfig = QLineEdit(edit.default_path())
+        form.addRow("Context name", self.context)
+        form.addRow("API server", self.server)
+        form.addRow("Cluster CA (optional)", ca_row)
+        form.addRow("Issuer URL", self.issuer)
+        form.addRow("Client ID", self.client_id)
+        form.addRow("Extra scopes", self.scopes)
+        form.addRow("Kubeconfig", self.kubeconfig)
+        self.probe_button = QPushButton("Check provider")
+        self.probe_button.clicked.connect(self.probe)
+        self.found = QLabel("")
+        self.found.setWordWrap(True)
+        self.buttons = QDialogButtonBox(
+            QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel
+        )
+        self.buttons.button(QDialogButtonBox.StandardButton.Save).setText("Add to kubeconfig")
+        self.buttons.button(QDialogButtonBox.StandardButton.Save).setEnabled(False)
+        self.buttons.accepted.connect(self.save)
+        self.buttons.rejected.connect(self.reject)
+        layout = QVBoxLayout(self)
+        layout.addLayout(form)
+        layout.addWidget(self.probe_button)
+        layout.addWidget(self.found)
+        layout.addWidget(self.buttons)
+        controller.probed.connect(self._show_probe)
+
+    def _pick_ca(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Cluster CA certificate")
+        if path:
+            self.ca_file.setText(path)
+
+    def probe(self) -> None:
+        self.found.setText("Asking the provider…")
+        self.probe_button.setEnabled(False)
+        self._controller.probe(self.issuer.text().strip(), self.client_id.text().strip())
+
+    def _show_probe(self, result: object) -> None:
+        self.probe_button.setEnabled(True)
+        if isinstance(result, AppError):
+            self.metadata = None
+            self.found.setText(f"<b>Cannot use this provider:</b> {result.one_line()}")
+            self.buttons.button(QDialogButtonBox.StandardButton.Save).setEnabled(False)
+            return
+        assert isinstance(result, Metadata)
+        self.metadata = result
+        rows = "".join(f"<li>{'✔' if ok else '✘'} {what}</li>" for what, ok in capabilities(result))
+        self.found.setText(f"<b>{result.issuer}</b> supports:<ul>{rows}</ul>")
+        self.buttons.button(QDialogButtonBox.StandardButton.Save).setEnabled(True)
+
+    def args(self) -> list[str]:
+        args = [
+            "get-token",
+            f"--oidc-issuer-url={self.issuer.text().strip()}",
+            f"--oidc-client-id={self.client_id.text().strip()}",
+        ]
+        scopes = self.scopes.text().replace(",", " ").split()
+        if self.metadata and "offline_access" in self.metadata.scopes_supported:
+            scopes.append("offline_access")
+        args += [f"--oidc-extra-scope={s}" for s in dict.fromkeys(scopes)]
+        return args
+
+    def save(self) -> None:
+        context = self.context.text().strip() or self.client_id.text().strip()
+        ca_data = None
+        if self.ca_file.text().strip():
+            try:
+                ca_data = base64.b64encode(Path(self.ca_file.text().strip()).read_bytes()).decode()
+            except OSError as e:
+                self.found.setText(f"<b>Cannot read the CA file:</b> {e.strerror}")
+                return
+        try:
+            edit.add_exec_user(
+                self.kubeconfig.text().strip(),
+                context,
+                self.server.text().strip(),
+                installation.helper_path(),
+                self.args(),
+                ca_data,
+            )
+        except AppError as e:
+            self.found.setText(f"<b>Not written:</b> {e.one_line()}")
+            return
+        self.accept()
+
+
+class SettingsDialog(QDialog):
+    """Start at login, browser command, notifications."""
+
+    def __init__(self, controller: TrayController, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("kubetray settings")
+        self._controller = controller
+        s = controller.settings
+        form = QFormLayout()
+        self.start_at_login = QCheckBox("Start kubetray when I log in")
+        self.start_at_login.setChecked(s.start_at_login)
+        self.browser = QLineEdit(s.browser_command)
+        self.browser.setPlaceholderText("the desktop's default browser")
+        self.notify_login = QCheckBox("when kubectl needs me to log in")
+        self.notify_login.setChecked(s.notify_login_needed)
+        self.notify_expiring = QCheckBox("when a login expires soon and cannot refresh")
+        self.notify_expiring.setChecked(s.notify_expiring)
+        self.notify_failures = QCheckBox("when a login fails")
+        self.notify_failures.setChecked(s.notify_failures)
+        form.addRow(self.start_at_login)
+        form.addRow("Browser command", self.browser)
+        form.addRow(QLabel("Notify me:"))
+        form.addRow(self.notify_login)
+        form.addRow(self.notify_expiring)
+        form.addRow(self.notify_failures)
+        buttons = QDialogButtonBox(
+            QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel
+        )
+        buttons.accepted.connect(self.save)
+        buttons.rejected.connect(self.reject)
+        layout = QVBoxLayout(self)
+        layout.addLayout(form)
+        layout.addWidget(buttons)
+
+    def save(self) -> None:
+        s = self._controller.settings
+        s.start_at_login = self.start_at_login.isChecked()
+        s.browser_command = self.browser.text().strip()
+        s.notify_login_needed = self.notify_login.isChecked()
+        s.notify_expiring = self.notify_expiring.isChecked()
+        s.notify_failures = self.notify_failures.isChecked()
+        s.save()
+        autostart.set_enabled(s.start_at_login, installation.app_command())
+        self.accept()

@@ -1,0 +1,42 @@
+"""Tray icons per overall state, for light and dark panels (sources in resources/icons)."""
+
+import sys
+from pathlib import Path
+
+from PySide6.QtGui import QGuiApplication, QIcon, QPalette
+
+OK, EXPIRING, LOGIN, ERROR = "ok", "expiring", "login", "error"
+
+
+def resources_dir() -> Path:
+    """resources/ in the source tree, or inside a PyInstaller bundle."""
+    bundle = getattr(sys, "_MEIPASS", None)
+    base = Path(bundle) if bundle else Path(__file__).resolve().parent.parent.parent
+    return base / "resources"
+
+
+def dark_panel() -> bool:
+    """Whether the desktop uses a dark theme (the panel is then dark too, as a rule)."""
+    palette = QGuiApplication.palette()
+    return palette.color(QPalette.ColorRole.Window).lightness() < 128
+
+
+def state_icon(state: str) -> QIcon:
+    """The icon for an overall state."""
+    theme = "dark" if dark_panel() else "light"
+    icon = QIcon()
+    for size in (22, 32, 64):
+        icon.addFile(str(resources_dir() / "icons" / f"kubetray-{state}-{theme}-{size}.png"))
+    return icon
+
+
+def overall_state(identities: list[dict[str, object]]) -> str:
+    """Error beats login-needed beats expiring beats ok."""
+    states = {str(i.get("state")) for i in identities}
+    if "error" in states:
+        return ERROR
+    if states & {"needs login", "logging in", "expired"}:
+        return LOGIN
+    if "expiring" in states:
+        return EXPIRING
+    return OK

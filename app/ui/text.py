@@ -1,0 +1,29 @@
+"""Words and numbers as the app shows them (Qt-free, so they are easy to test)."""
+
+from datetime import datetime, timedelta
+
+
+def time_left(expires: str | None, now: datetime) -> str:
+    """ "54m left", "2h 03m left", "3d left", "expired", or "" when it never expires."""
+    if not expires:
+        return ""
+    left = datetime.fromisoformat(expires) - now
+    if left <= timedelta(0):
+        return "expired"
+    minutes = int(left.total_seconds() // 60)
+    if minutes < 1:
+        return f"{int(left.total_seconds())}s left"
+    if minutes < 60:
+        return f"{minutes}m left"
+    if minutes < 48 * 60:
+        return f"{minutes // 60}h {minutes % 60:02d}m left"
+    return f"{minutes // (24 * 60)}d left"
+
+
+def who(identity: dict[str, object]) -> str:
+    """Email or subject, with groups."""
+    name = identity.get("who") or identity.get("subject") or ""
+    groups = identity.get("groups")
+    if isinstance(groups, list) and groups:
+        return f"{name} [{', '.join(str(g) for g in groups)}]"
+    return str(name)

@@ -1,0 +1,209 @@
+"""The tray icon and its menu, or the status window where there is no tray. Thin: it shows
+what the controller reports and forwards clicks."""
+
+from functools import partial
+from typing import Any
+
+from PySide6.QtCore import QObject, QTimer
+from PySide6.QtGui import QAction
+from PySide6.QtWidgets import QApplication, QMenu, QSystemTrayIcon
+
+from app.ui import icons
+from app.ui.controller import TrayController
+from app.ui.dialogs import AddClusterDialog, SettingsDialog, ask
+from app.ui.text import time_left, who
+from app.ui.windows import DeviceCodeWindow, DiagnosticsWindow, StatusWindow, bring_to_front
+
+
+class TrayApp(QObject):
+    """Everything the user sees of kubetray."""
+
+    def __init__(self, controller: TrayController, tray: bool | None = None) -> None:
+        super().__init__()
+        self.controller = controller
+        use_tray = QSystemTrayIcon.isSystemTrayAvailable() if tray is None else tray
+        self.menu = QMenu()
+        self.tray: QSystemTrayIcon | None = None
+        self.status_window: StatusWindow | None = None
+        if use_tray:
+            self.tray = QSystemTrayIcon()
+            self.tray.setContextMenu(self.menu)
+            self.tray.messageClicked.connect(self._notification_clicked)
+            self.tray.show()
+        else:
+            self.status_window = StatusWindow(controller)
+            self.status_window.show()
+        self.device_windows: dict[str, DeviceCodeWindow] = {}
+        self.diagnostics: DiagnosticsWindow | None = None
+        self.notifications: list[tuple[str, str, str]] = []
+        self.state = icons.OK
+        self._progress: dict[str, str] = {}
+        self._signature: object = None
+        self._info: dict[str, QAction] = {}
+        self._clicked_login: str | None = None
+        controller.changed.connect(self.refresh)
+        controller.started_login.connect(lambda _n: self.refresh())
+        controller.finished_login.connect(self._finished)
+        controller.progress.connect(self._on_progress)
+        controller.device_code.connect(self.show_device_code)
+        controller.prompt.connect(self._prompt)
+        controller.notify.connect(self.show_notification)
+        self.timer = QTimer(self)
+        self.timer.timeout.connect(self.tick)
+        self.timer.start(1000)
+        self.refresh()
+
+    # -- live state -------------------------------------------------------------------------
+
+    def tick(self) -> None:
+        self.controller.check_expiring()
+        self.refresh()
+
+    def refresh(self) -> None:
+        status = self.controller.status()
+        identities: list[dict[str, Any]] = status["identities"]
+        now = self.controller.clock()
+        self.state = icons.overall_state(identities)
+        if self.tray is not None:
+            self.tray.setIcon(icons.state_icon(self.state))
+            self.tray.setToolTip(self._tooltip(identities, now))
+        if self.status_window is not None:
+            self.status_window.update_status(identities, now)
+        signature = tuple(
+            (
+                i["name"],
+                i.get("kind"),
+                i.get("state"),
+                i["name"] in self.controller.in_progress,
+                tuple(i.get("clusters") or ()),
+            )
+            for i in identities
+        )
+        if signature != self._signature:
+            self._signature = signature
+            self._build_menu(identities)
+        for ident in identities:
+            action = self._info.get(str(ident["name"]))
+            if action is not None:
+                action.setText(self._line(ident, now))
+
+    def _tooltip(self, identities: list[dict[str, Any]], now: Any) -> str:
+        if not identities:
+            return "kubetray: no identities yet"
+        return "kubetray\n" + "\n".join(
+            f"{i['name']}: {i.get('state')} {time_left(i.get('expires'), now)}".rstrip()
+            for i in identities
+        )
+
+    def _line(self, ident: dict[str, Any], now: Any) -> str:
+        parts = [who(ident) or ident.get("kind", ""), str(ident.get("state", ""))]
+        left = time_left(ident.get("expires"), now)
+        if left:
+            parts.append(left)
+        progress = self._progress.get(str(ident["name"]))
+        if ident["name"] in self.controller.in_progress and progress:
+            parts.append(progress)
+        return "  ·  ".join(p for p in parts if p)
+
+    def _build_menu(self, identities: list[dict[str, Any]]) -> None:
+        menu, c = self.menu, self.controller
+        menu.clear()
+        self._info.clear()
+        now = c.clock()
+        if not identities:
+            menu.addAction("No identities yet: add a cluster, or run kubectl").setEnabled(False)
+        for ident in identities:
+            name = str(ident["name"])
+            menu.addSection(name)
+            info = menu.addAction(self._line(ident, now))
+            info.setEnabled(False)
+            self._info[name] = info
+            clusters = ident.get("clusters") or []
+            if clusters:
+                menu.addAction("Clusters: " + ", ".join(clusters)).setEnabled(False)
+            if ident.get("kind") != "oidc":
+                continue
+            if name in c.in_progress:
+                menu.addAction("Cancel login", partial(c.cancel, name))
+            elif ident.get("state") in ("needs login", "expired", "error"):
+                menu.addAction("Log in", partial(c.log_in, name))
+            else:
+                menu.addAction("Log out", partial(c.log_out, name))
+                menu.addAction("Switch account", partial(c.log_in, name, again=True))
+        menu.addSeparator()
+        menu.addAction("Log in to all", c.log_in_to_all)
+        menu.addAction("Add cluster…", self.add_cluster)
+        menu.addAction("Diagnostics", self.show_diagnostics)
+        menu.addAction("Settings", self.show_settings)
+        menu.addSeparator()
+        menu.addAction("Quit kubetray", QApplication.quit)
+
+    def action_texts(self) -> list[str]:
+        """The menu as text (sections included), for tests and screen readers."""
+        return [a.text() for a in self.menu.actions() if a.text()]
+
+    def trigger(self, text: str) -> None:
+        """Click the menu entry ``text`` (its first occurrence after the identity, if any)."""
+        for action in self.menu.actions():
+            if action.text() == text and action.isEnabled():
+                action.trigger()
+                return
+        raise KeyError(text)
+
+    # -- logins in the desktop --------------------------------------------------------------
+
+    def _on_progress(self, name: str, text: str) -> None:
+        self._progress[name] = text
+        self.refresh()
+
+    def _finished(self, name: str, _error: str) -> None:
+        self._progress.pop(name, None)
+        window = self.device_windows.pop(name, None)
+        if window is not None:
+            window.close()
+        self.refresh()
+
+    def show_device_code(self, name: str, code: str, uri: str) -> None:
+        window = DeviceCodeWindow(self.controller, name, code, uri)
+        self.device_windows[name] = window
+        bring_to_front(window)
+
+    def _prompt(self, name: str, text: str, secret: bool, answer: Any) -> None:
+        answer.value = ask(None, name, text, secret)
+        answer.ready.set()
+
+    def show_notification(self, kind: str, title: str, text: str) -> None:
+        self.notifications.append((kind, title, text))
+        if kind == "login":
+            self._clicked_login = title.rsplit(" ", 1)[-1]
+        if self.tray is not None:
+            self.tray.showMessage(title, text, icons.state_icon(self.state))
+        elif self.status_window is not None:
+            self.status_window.show_notice(title, text)
+
+    def _notification_clicked(self) -> None:
+        if self._clicked_login:
+            self.controller.log_in(self._clicked_login)
+
+    # -- windows ----------------------------------------------------------------------------
+
+    def show_diagnostics(self) -> None:
+        if self.diagnostics is None:
+            self.diagnostics = DiagnosticsWindow(self.controller)
+        self.diagnostics.refresh()
+        bring_to_front(self.diagnostics)
+
+    def add_cluster(self) -> None:
+        self.add_dialog = AddClusterDialog(self.controller)
+        bring_to_front(self.add_dialog)
+
+    def show_settings(self) -> None:
+        self.settings_dialog = SettingsDialog(self.controller)
+        bring_to_front(self.settings_dialog)
+
+    def bring_forward(self) -> None:
+        """A second `kubetray` asked us to show ourselves."""
+        if self.status_window is not None:
+            bring_to_front(self.status_window)
+        elif self.tray is not None:
+            self.tray.showMessage("kubetray is running", "Its menu is in the system tray.")
