@@ -1,5 +1,6 @@
 """Shared fixtures: an isolated kubetray per test, real peers found or skipped in one place."""
 
+import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -7,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from tests.peers import KubetrayEnv, kubetray_env, require, secret_service_available
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")  # before pytest-qt makes the QApplication
 
 
 @pytest.fixture

@@ -53,5 +53,6 @@ def run(tray: bool | None = None, before_exec: "object | None" = None) -> int:
     try:
         return app.exec()
     finally:
+        view.shutdown()
         parts.server.shutdown()
         parts.logins.stop()

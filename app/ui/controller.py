@@ -82,6 +82,12 @@ class TrayController(QObject):
         self.finished_login.connect(self._on_finished)
         self.needs_login.connect(self._on_required)
 
+    def detach(self) -> None:
+        """Stop observing the logins (the app is closing)."""
+        if self in self.logins.observers:
+            self.logins.observers.remove(self)
+        self.logins.desktop = False
+
     # -- LoginObserver (worker threads) -------------------------------------------------------
 
     def login_started(self, login: Login) -> None:

@@ -201,6 +201,16 @@ class TrayApp(QObject):
         self.settings_dialog = SettingsDialog(self.controller)
         bring_to_front(self.settings_dialog)
 
+    def shutdown(self) -> None:
+        """Stop updating and close every window (Quit, and the end of a test)."""
+        self.timer.stop()
+        self.controller.detach()
+        for window in [*self.device_windows.values(), self.diagnostics, self.status_window]:
+            if window is not None:
+                window.close()
+        if self.tray is not None:
+            self.tray.hide()
+
     def bring_forward(self) -> None:
         """A second `kubetray` asked us to show ourselves."""
         if self.status_window is not None:

@@ -1,0 +1,189 @@
+"""The tray app with pytest-qt (offscreen): the menu follows the broker, logins show up in the
+desktop, notifications come on the right transitions, and there is a window without a tray."""
+
+import threading
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+import requests
+from PySide6.QtGui import QGuiApplication
+
+from app.broker.broker import Broker, utcnow
+from app.broker.logins import Logins
+from app.errors import AppError
+from app.model import Identity
+from app.oidc.client import OIDCSettings
+from app.oidc.tokens import TokenSet
+from app.settings import Settings
+from app.store.memory_store import MemorySecretStore
+from app.stored import StoredCredential, StoredCredentials
+from app.ui.controller import TrayController
+from app.ui.tray import TrayApp
+from app.ui.windows import DeviceCodeWindow, StatusWindow
+from tests.fakes import NoBrowser, SilentCaller
+from tests.idp import IdP, run_idp
+
+
+@pytest.fixture
+def parts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[Broker, Logins, StoredCredentials]]:
+    monkeypatch.setenv("KUBETRAY_CONFIG_DIR", str(tmp_path / "config"))
+    store = MemorySecretStore()
+    stored = StoredCredentials(store, str(tmp_path / "stored.json"))
+    logins = Logins(store, str(tmp_path / "identities.json"), utcnow, browser=NoBrowser)
+    yield Broker(stored, logins=logins), logins, stored
+    logins.stop()
+
+
+@pytest.fixture
+def view(qtbot, parts) -> Iterator[TrayApp]:  # type: ignore[no-untyped-def]
+    broker, logins, _ = parts
+    controller = TrayController(broker, logins, Settings(), utcnow)
+    app = TrayApp(controller, tray=True)
+    yield app
+    app.shutdown()
+
+
+def oidc_identity(idp: IdP, grant: str = "device-code") -> tuple[Identity, OIDCSettings]:
+    settings = OIDCSettings(
+        issuer=idp.issuer,
+        client_id="kubectl",
+        scopes=("openid", "email", "groups"),
+        grant_type=grant,
+    )
+    name = "kubectl@" + idp.issuer.removeprefix("http://")
+    return Identity(key=f"oidc|{idp.issuer}|kubectl", name=name, kind="oidc"), settings
+
+
+def approve_device(idp: IdP, code: str, user: str = "alice") -> None:
+    """A person at the provider's device page: enter the code, confirm, log in (plain HTTP forms)."""
+    import re
+
+    s = requests.Session()
+
+    def form(html: str) -> tuple[str, dict[str, str]]:
+        action = re.search(r'<form[^>]*action="([^"]+)"', html)
+        fields = dict(re.findall(r'<input[^>]*name="([^"]+)"[^>]*value="([^"]*)"', html))
+        return (action.group(1) if action else ""), fields
+
+    page = s.get(f"{idp.issuer}/device?user_code={code}", timeout=10)
+    for _ in range(6):
+        action, fields = form(page.text)
+        if 'name="login"' in page.text:
+            fields.update(login=user, password="any")
+        elif not action:
+            break
+        url = action if action.startswith("http") else idp.issuer + action
+        page = s.post(url, data=fields, timeout=10)
+        if "Sign-in Success" in page.text or "success" in page.url:
+            break
+
+
+def test_menu_follows_broker_state(qtbot, view: TrayApp, parts) -> None:  # type: ignore[no-untyped-def]
+    broker, logins, stored = parts
+    assert "No identities yet: add a cluster, or run kubectl" in view.action_texts()
+    now = datetime.now(UTC)
+    stored.save(
+        StoredCredential(
+            name="prod",
+            certificate_pem="C",
+            key_pem="K",
+            not_after=now + timedelta(hours=2),
+            subject="CN=ops",
+        ),
+        now,
+    )
+    view.refresh()
+    texts = view.action_texts()
+    assert "prod" in texts
+    assert any(t.startswith("CN=ops  ·  ready  ·  1h 59m left") for t in texts)
+    assert "Log in to all" in texts and "Diagnostics" in texts and "Quit kubetray" in texts
+    assert view.state == "ok"
+
+
+def test_device_code_login_in_the_desktop(qtbot, view: TrayApp, parts) -> None:  # type: ignore[no-untyped-def]
+    _, logins, _ = parts
+    with run_idp() as idp:
+        identity, settings = oidc_identity(idp)
+        logins.state(identity, settings)
+        view.refresh()
+        assert "Log in" in view.action_texts() and view.state == "login"
+        with qtbot.wait_signal(view.controller.device_code, timeout=15000):
+            view.trigger("Log in")
+        window = view.device_windows[identity.name]
+        assert isinstance(window, DeviceCodeWindow) and window.isVisible()
+        code = window.code_label.text()
+        assert len(code.replace("-", "")) >= 8 and window.qr.pixmap() is not None
+        window.copy_button.click()
+        assert QGuiApplication.clipboard().text() == code
+        assert view.action_texts().count("Cancel login") == 1  # the in-progress entry
+        approve_device(idp, code)
+        qtbot.wait_until(lambda: identity.name not in view.controller.in_progress, timeout=20000)
+        view.refresh()
+        texts = view.action_texts()
+        assert "Log out" in texts and "Switch account" in texts
+        assert any(t.startswith("alice@example.test [devs, team-alice]  ·  ready") for t in texts)
+        assert not window.isVisible()
+
+
+def test_cancel_stops_the_login_and_waiting_callers_fail_fast(qtbot, view: TrayApp, parts) -> None:  # type: ignore[no-untyped-def]
+    _, logins, _ = parts
+    with run_idp() as idp:
+        identity, settings = oidc_identity(idp)
+        errors: list[str] = []
+
+        def caller() -> None:
+            try:
+                logins.token(identity, settings, SilentCaller())
+            except AppError as e:
+                errors.append(e.one_line())
+
+        with qtbot.wait_signal(view.controller.device_code, timeout=15000):
+            threading.Thread(target=caller, daemon=True).start()
+        window = view.device_windows[identity.name]
+        window.cancel_button.click()
+        qtbot.wait_until(lambda: bool(errors), timeout=10000)
+        assert errors == ["the login was cancelled"]
+        start = time.monotonic()
+        with pytest.raises(AppError, match="login required for"):
+            logins.token(identity, settings, SilentCaller())
+        assert time.monotonic() - start < 1
+        qtbot.wait_until(lambda: any(n[0] == "login" for n in view.notifications), timeout=5000)
+        kinds = [n[0] for n in view.notifications]
+        assert "failure" in kinds and "login" in kinds
+        assert any(
+            n[1] == f"kubectl needs you to log in to {identity.name}" for n in view.notifications
+        )
+
+
+def test_expiring_without_refresh_is_notified_once(qtbot, view: TrayApp, parts) -> None:  # type: ignore[no-untyped-def]
+    _, logins, _ = parts
+    settings = OIDCSettings(issuer="https://idp.invalid", client_id="c")
+    st = logins.state(Identity(key="k", name="c@idp.invalid", kind="oidc"), settings)
+    now = datetime.now(UTC)
+    st.tokens = TokenSet(
+        expires_at=now + timedelta(minutes=8), issued_at=now - timedelta(hours=1), id_token="t"
+    )
+    st.loaded = True
+    view.tick()
+    view.tick()
+    expiring = [n for n in view.notifications if n[0] == "expiring"]
+    assert len(expiring) == 1 and expiring[0][1].startswith("c@idp.invalid expires in 7 min")
+
+
+def test_no_tray_shows_a_status_window(qtbot, parts) -> None:  # type: ignore[no-untyped-def]
+    broker, logins, stored = parts
+    now = datetime.now(UTC)
+    stored.save(StoredCredential(name="dev", token="t"), now)
+    view = TrayApp(TrayController(broker, logins, Settings(), utcnow))  # offscreen: no tray
+    assert view.tray is None and isinstance(view.status_window, StatusWindow)
+    qtbot.add_widget(view.status_window)
+    view.timer.stop()
+    assert view.status_window.isVisible()
+    assert view.status_window.table.item(0, 0).text() == "dev"
+    view.show_notification("failure", "Login to x failed", "because")
+    assert "Login to x failed" in view.status_window.notice.text()
