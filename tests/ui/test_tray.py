@@ -84,7 +84,7 @@ def approve_device(idp: IdP, code: str, user: str = "alice") -> None:
 
 
 def test_menu_follows_broker_state(qtbot, view: TrayApp, parts) -> None:  # type: ignore[no-untyped-def]
-    broker, logins, stored = parts
+    _, _, stored = parts
     assert "No identities yet: add a cluster, or run kubectl" in view.action_texts()
     now = datetime.now(UTC)
     stored.save(
