@@ -28,7 +28,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP) ## create .venv with kubetray, kubetray-exec (fast launcher) and test tools
 
 run: install ## run kubetray (today: the headless agent in the foreground)
-	$(BIN)/kubetray agent
+	$(BIN)/kubetray demo
 
 lint: install ## ruff and mypy (also for Windows and macOS)
 	$(BIN)/ruff check app exec_helper tests bench

@@ -54,6 +54,12 @@ def cmd_app(_args: argparse.Namespace) -> int:
         ) from None
 
 
+def cmd_demo(args: argparse.Namespace) -> int:
+    from app.demo import run
+
+    return run.run(headless=True if args.headless else None)
+
+
 def cmd_agent(_args: argparse.Namespace) -> int:
     from app import agent
 
@@ -237,6 +243,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("app", help="the tray app (what `kubetray` alone runs)")
     p.set_defaults(func=cmd_app)
+
+    p = sub.add_parser("demo", help="try kubetray: a demo provider, API server and kubeconfig")
+    p.add_argument("--headless", action="store_true", help="run the agent instead of the app")
+    p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("agent", help="run the headless agent in the foreground")
     p.set_defaults(func=cmd_agent)

@@ -6,13 +6,15 @@ import sys
 
 
 def _beside(name: str) -> str | None:
-    here = os.path.dirname(
-        os.path.abspath(sys.executable if getattr(sys, "frozen", False) else sys.argv[0])
-    )
-    for candidate in (name, name + ".exe"):
-        path = os.path.join(here, candidate)
-        if os.access(path, os.X_OK):
-            return path
+    """``name`` next to this program, or next to its interpreter (a virtualenv's bin/)."""
+    places = [os.path.dirname(os.path.abspath(sys.executable))]
+    if not getattr(sys, "frozen", False):
+        places.insert(0, os.path.dirname(os.path.abspath(sys.argv[0])))
+    for here in places:
+        for candidate in (name, name + ".exe"):
+            path = os.path.join(here, candidate)
+            if os.path.isfile(path) and os.access(path, os.X_OK):
+                return path
     return None
 
 

@@ -13,6 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from app.demo.apiserver import discovery
 from tests.pki import CA
 
 NAMESPACES = ["default", "kube-system", "kubetray-proof"]
@@ -90,58 +91,6 @@ class APIServer:
         self._dir.cleanup()
 
 
-def _discovery(path: str) -> dict[str, Any] | None:
-    if path == "/version":
-        return {
-            "major": "1",
-            "minor": "33",
-            "gitVersion": "v1.33.0-kubetray-standin",
-            "platform": "linux/amd64",
-        }
-    if path == "/api":
-        return {
-            "kind": "APIVersions",
-            "versions": ["v1"],
-            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": ""}],
-        }
-    if path == "/apis":
-        return {"kind": "APIGroupList", "apiVersion": "v1", "groups": []}
-    if path == "/api/v1":
-        return {
-            "kind": "APIResourceList",
-            "groupVersion": "v1",
-            "resources": [
-                {
-                    "name": "namespaces",
-                    "singularName": "namespace",
-                    "namespaced": False,
-                    "kind": "Namespace",
-                    "verbs": ["get", "list"],
-                    "shortNames": ["ns"],
-                }
-            ],
-        }
-    if path == "/api/v1/namespaces":
-        return {
-            "kind": "NamespaceList",
-            "apiVersion": "v1",
-            "metadata": {"resourceVersion": "1"},
-            "items": [
-                {
-                    "metadata": {
-                        "name": n,
-                        "uid": f"uid-{n}",
-                        "resourceVersion": "1",
-                        "creationTimestamp": "2026-01-01T00:00:00Z",
-                    },
-                    "status": {"phase": "Active"},
-                }
-                for n in NAMESPACES
-            ],
-        }
-    return None
-
-
 def _handler(api: APIServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -168,7 +117,7 @@ def _handler(api: APIServer) -> type[BaseHTTPRequestHandler]:
                     },
                 )
                 return
-            doc = _discovery(path)
+            doc = discovery(path, NAMESPACES)
             if doc is None:
                 self._send(
                     404,
