@@ -27,7 +27,7 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP) ## create .venv with kubetray, kubetray-exec (fast launcher) and test tools
 
-run: install ## run kubetray (today: the headless agent in the foreground)
+run: install ## try kubetray: the app with a demo provider, API server and kubeconfig
 	$(BIN)/kubetray demo
 
 lint: install ## ruff and mypy (also for Windows and macOS)
