@@ -54,6 +54,26 @@ class DesktopConversation:
         return answer.value
 
 
+class WaitingConversation:
+    """The menu's own wait for a login: silent, because the app already takes part in every
+    login (login_started) and shows its progress once."""
+
+    interactive = False
+    visible = True
+
+    def tell(self, text: str) -> None:
+        pass
+
+    def keepalive(self) -> None:
+        pass
+
+    def device_code(self, user_code: str, uri: str) -> None:
+        pass
+
+    def ask(self, text: str, secret: bool) -> str | None:
+        return None
+
+
 class TrayController(QObject):
     """The app's model: broker state for the views, the user's actions for the broker."""
 
@@ -152,7 +172,7 @@ class TrayController(QObject):
         st = self.logins.find(name)
         if st is None:
             return
-        conv = DesktopConversation(self, name)
+        conv = WaitingConversation()
         self._run(
             f"login-{name}",
             lambda: self.logins.token(st.identity, st.settings, conv, explicit=True, relogin=again),

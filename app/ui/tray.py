@@ -6,13 +6,27 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QTimer
 from PySide6.QtGui import QAction
-from PySide6.QtWidgets import QApplication, QMenu, QSystemTrayIcon
+from PySide6.QtWidgets import QApplication, QMenu, QSystemTrayIcon, QWidget
+from shiboken6 import Shiboken
 
 from app.ui import icons
 from app.ui.controller import TrayController
 from app.ui.dialogs import AddClusterDialog, SettingsDialog, ask
 from app.ui.text import time_left, who
 from app.ui.windows import DeviceCodeWindow, DiagnosticsWindow, StatusWindow, bring_to_front
+
+
+def dispose(obj: QObject) -> None:
+    """Close and destroy a parentless Qt object now, through shiboken.
+
+    deleteLater() would free the C++ side behind shiboken's back, and PySide's clean-up at exit
+    then deletes it a second time (a crash when the process ends).
+    """
+    if not Shiboken.isValid(obj):
+        return
+    if isinstance(obj, QWidget):
+        obj.close()
+    Shiboken.delete(obj)
 
 
 class TrayApp(QObject):
@@ -160,10 +174,13 @@ class TrayApp(QObject):
         self._progress.pop(name, None)
         window = self.device_windows.pop(name, None)
         if window is not None:
-            window.close()
+            dispose(window)
         self.refresh()
 
     def show_device_code(self, name: str, code: str, uri: str) -> None:
+        old = self.device_windows.pop(name, None)
+        if old is not None:
+            dispose(old)
         window = DeviceCodeWindow(self.controller, name, code, uri)
         self.device_windows[name] = window
         bring_to_front(window)
@@ -205,11 +222,21 @@ class TrayApp(QObject):
         """Stop updating and close every window (Quit, and the end of a test)."""
         self.timer.stop()
         self.controller.detach()
-        for window in [*self.device_windows.values(), self.diagnostics, self.status_window]:
+        windows = [
+            *self.device_windows.values(),
+            self.diagnostics,
+            self.status_window,
+            getattr(self, "add_dialog", None),
+            getattr(self, "settings_dialog", None),
+        ]
+        for window in windows:
             if window is not None:
-                window.close()
+                dispose(window)
+        self.device_windows.clear()
         if self.tray is not None:
             self.tray.hide()
+            dispose(self.tray)
+        dispose(self.menu)
 
     def bring_forward(self) -> None:
         """A second `kubetray` asked us to show ourselves."""

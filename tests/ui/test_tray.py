@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 import requests
 from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import QApplication
+from shiboken6 import Shiboken
 
 from app.broker.broker import Broker, utcnow
 from app.broker.logins import Logins
@@ -46,6 +48,7 @@ def view(qtbot, parts) -> Iterator[TrayApp]:  # type: ignore[no-untyped-def]
     app = TrayApp(controller, tray=True)
     yield app
     app.shutdown()
+    qtbot.wait(50)  # let the deferred deletes run while the QApplication is alive
 
 
 def oidc_identity(idp: IdP, grant: str = "device-code") -> tuple[Identity, OIDCSettings]:
@@ -116,6 +119,11 @@ def test_device_code_login_in_the_desktop(qtbot, view: TrayApp, parts) -> None: 
             view.trigger("Log in")
         window = view.device_windows[identity.name]
         assert isinstance(window, DeviceCodeWindow) and window.isVisible()
+        qtbot.wait(200)
+        device_windows = [
+            w for w in QApplication.topLevelWidgets() if isinstance(w, DeviceCodeWindow)
+        ]
+        assert device_windows == [window]  # one login, one window
         code = window.code_label.text()
         assert len(code.replace("-", "")) >= 8 and window.qr.pixmap() is not None
         window.copy_button.click()
@@ -127,7 +135,8 @@ def test_device_code_login_in_the_desktop(qtbot, view: TrayApp, parts) -> None: 
         texts = view.action_texts()
         assert "Log out" in texts and "Switch account" in texts
         assert any(t.startswith("alice@example.test [devs, team-alice]  ·  ready") for t in texts)
-        assert not window.isVisible()
+        qtbot.wait_until(lambda: identity.name not in view.device_windows, timeout=5000)
+        assert not Shiboken.isValid(window)  # closed and gone, on the GUI thread
 
 
 def test_cancel_stops_the_login_and_waiting_callers_fail_fast(qtbot, view: TrayApp, parts) -> None:  # type: ignore[no-untyped-def]
@@ -181,9 +190,10 @@ def test_no_tray_shows_a_status_window(qtbot, parts) -> None:  # type: ignore[no
     stored.save(StoredCredential(name="dev", token="t"), now)
     view = TrayApp(TrayController(broker, logins, Settings(), utcnow))  # offscreen: no tray
     assert view.tray is None and isinstance(view.status_window, StatusWindow)
-    qtbot.add_widget(view.status_window)
     view.timer.stop()
     assert view.status_window.isVisible()
     assert view.status_window.table.item(0, 0).text() == "dev"
     view.show_notification("failure", "Login to x failed", "because")
     assert "Login to x failed" in view.status_window.notice.text()
+    view.shutdown()
+    qtbot.wait(50)

@@ -1,0 +1,142 @@
+"""Regenerate the screenshots in docs/screenshots from the real app under Xvfb with a tray host.
+
+Needs xvfb and trayer (apt) and the test peers (make test installs them). Run:
+    scripts/with-keyring .venv/bin/python scripts/screenshots.py
+It starts Xvfb and trayer, runs the app in-process with its IPC server, logs in to a real
+oidc-provider, lets kubetray-exec make real calls, then grabs the tray menu, the device-code
+window, the diagnostics window and the add-cluster dialog.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "docs" / "screenshots"
+sys.path.insert(0, str(ROOT))
+
+
+def start_display() -> list[subprocess.Popen[bytes]]:
+    display = ":97"
+    xvfb = subprocess.Popen(["Xvfb", display, "-screen", "0", "1100x700x24", "-nolisten", "tcp"])
+    os.environ["DISPLAY"] = display
+    os.environ.pop("QT_QPA_PLATFORM", None)
+    time.sleep(1.0)
+    tray = subprocess.Popen(["trayer", "--edge", "top", "--align", "right", "--widthtype", "request",
+                             "--height", "28", "--tint", "0x2b2b2b", "--transparent", "true", "--alpha", "0"])
+    time.sleep(1.0)
+    return [tray, xvfb]
+
+
+def main() -> int:
+    if not shutil.which("Xvfb") or not shutil.which("trayer"):
+        sys.exit("needs Xvfb and trayer: apt-get install xvfb trayer")
+    work = Path(tempfile.mkdtemp(prefix="kt-shots-"))
+    os.environ.update(KUBETRAY_RUNTIME_DIR=str(work / "run"), KUBETRAY_CONFIG_DIR=str(work / "config"),
+                      KUBETRAY_STATE_DIR=str(work / "state"), HOME=str(work))
+    procs = start_display()
+    try:
+        return shoot(work)
+    finally:
+        for p in procs:
+            p.terminate()
+
+
+def shoot(work: Path) -> int:
+    from datetime import UTC, datetime, timedelta
+
+    import requests
+    from PySide6.QtCore import QPoint
+    from PySide6.QtWidgets import QApplication
+
+    from app import compose
+    from app.broker.broker import utcnow
+    from app.settings import Settings
+    from app.store.memory_store import MemorySecretStore
+    from app.stored import certificate_credential
+    from app.ui.controller import TrayController
+    from app.ui.dialogs import AddClusterDialog
+    from app.ui.tray import TrayApp
+    from exec_helper.launcher import write_launcher
+    from tests.idp import run_idp
+    from tests.pki import CA
+
+    app = QApplication(sys.argv)
+    OUT.mkdir(parents=True, exist_ok=True)
+    parts = compose.agent(store=MemorySecretStore())
+    parts.server.listener.open()
+    import threading
+
+    threading.Thread(target=parts.server.serve_forever, daemon=True).start()
+    controller = TrayController(parts.broker, parts.logins, Settings(), utcnow)
+    view = TrayApp(controller)
+
+    def settle(seconds: float = 0.6) -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            app.processEvents()
+            time.sleep(0.02)
+
+    ca = CA()
+    user = ca.issue("ops-admin", org="system:masters", lifetime=timedelta(days=30))
+    now = datetime.now(UTC)
+    from app.stored import StoredCredentials  # noqa: F401 - the broker's own store is used below
+
+    parts.broker._stored.save(certificate_credential("prod-admin", user.cert_pem, user.key_pem, "c", "k", now), now)
+    helper = work / "kubetray-exec"
+    write_launcher(str(helper), sys.executable)
+    info = '{"kind":"ExecCredential","apiVersion":"client.authentication.k8s.io/v1","spec":{"interactive":false},"cluster":null}'
+    with run_idp(password=True) as idp:
+        flags = ["get-token", f"--oidc-issuer-url={idp.issuer}", "--oidc-client-id=kubectl",
+                 "--oidc-extra-scope=email", "--oidc-extra-scope=groups", "--grant-type=password",
+                 "--username=alice", "--password=pw-alice"]
+        env = dict(os.environ, KUBERNETES_EXEC_INFO=info.replace(',"cluster":null', ""))
+        for args in (flags, flags, ["--stored", "prod-admin"], ["--stored", "staging"]):
+            subprocess.run([str(helper), *args], env=env, capture_output=True, timeout=60, check=False)
+        from app.model import Identity
+        from app.oidc.client import OIDCSettings
+
+        pending = OIDCSettings(issuer=idp.issuer, client_id="other-audience", scopes=("openid", "email"), grant_type="device-code")
+        parts.logins.state(Identity(key="oidc|shots|other", name="other-audience@" + idp.issuer[7:], kind="oidc"), pending)
+        settle(1.5)
+        view.refresh()
+        # The tray menu, popped up under the tray icon.
+        geometry = view.tray.geometry() if view.tray is not None else None
+        view.menu.popup(QPoint(geometry.x() if geometry else 700, 30))
+        settle(1.0)
+        screen = app.primaryScreen()
+        menu_rect = view.menu.geometry()
+        shot = screen.grabWindow(0, min(menu_rect.x(), 1100 - 460), 0, 460, menu_rect.bottom() + 10)
+        shot.save(str(OUT / "tray-menu.png"))
+        view.menu.hide()
+        # A real device authorization request at oidc-provider, shown by the app's window.
+        doc = requests.post(f"{idp.issuer}/device/auth", data={"client_id": "kubectl", "scope": "openid"}, timeout=10).json()
+        view.show_device_code("kubectl@" + idp.issuer[7:], doc["user_code"], doc["verification_uri"])
+        settle()
+        next(iter(view.device_windows.values())).grab().save(str(OUT / "device-code.png"))
+        view.show_diagnostics()
+        settle()
+        assert view.diagnostics is not None
+        view.diagnostics.grab().save(str(OUT / "diagnostics.png"))
+        dialog = AddClusterDialog(controller)
+        dialog.context.setText("staging")
+        dialog.server.setText("https://api.staging.example:6443")
+        dialog.issuer.setText(idp.issuer)
+        dialog.client_id.setText("kubectl")
+        dialog.show()
+        dialog.probe()
+        settle(1.5)
+        dialog.grab().save(str(OUT / "add-cluster.png"))
+    view.shutdown()
+    parts.server.shutdown()
+    parts.logins.stop()
+    print(f"wrote {sorted(p.name for p in OUT.iterdir())}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
