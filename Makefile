@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help system-deps install run test lint bench bench-login clean
+.PHONY: help system-deps install run test lint bench bench-login bench-idle screenshots clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
@@ -14,6 +14,10 @@ system-deps: ## install the OS packages the tests use (apt; sudo when not root)
 	@scripts/install-system-deps
 
 NODE_DEPS := tests/oidc/node_modules/.installed
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+# What Qt's xcb platform plugin needs on a minimal Debian (desktops have these already).
+XCB_LIBS := libxcb-icccm4 libxcb-keysyms1 libxcb-cursor0 libxkbcommon-x11-0 libxcb-image0 \
+	libxcb-render-util0 libxcb-shape0 libxcb-xinerama0 libxcb-randr0
 
 $(NODE_DEPS): tests/oidc/package.json tests/oidc/package-lock.json
 	cd tests/oidc && npm ci --no-audit --no-fund --loglevel=error
@@ -45,6 +49,13 @@ bench: system-deps install ## print the hot-path figures (bench/hot_path)
 
 bench-login: system-deps install $(NODE_DEPS) ## print the login figures (bench/login)
 	scripts/with-keyring $(BIN)/python bench/login.py
+
+bench-idle: system-deps install ## print the app's idle RSS and CPU (bench/idle)
+	scripts/with-keyring $(BIN)/python bench/idle.py
+
+screenshots: system-deps install $(NODE_DEPS) ## regenerate docs/screenshots (Xvfb + trayer)
+	$(SUDO) apt-get install -y -qq --no-install-recommends xvfb trayer $(XCB_LIBS) >/dev/null
+	scripts/with-keyring $(BIN)/python scripts/screenshots.py
 
 clean: ## remove the virtualenv and caches
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

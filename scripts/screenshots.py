@@ -1,7 +1,6 @@
 """Regenerate the screenshots in docs/screenshots from the real app under Xvfb with a tray host.
 
-Needs xvfb and trayer (apt) and the test peers (make test installs them). Run:
-    scripts/with-keyring .venv/bin/python scripts/screenshots.py
+Run `make screenshots` (it installs Xvfb, trayer and the libraries Qt's xcb plugin needs).
 It starts Xvfb and trayer, runs the app in-process with its IPC server, logs in to a real
 oidc-provider, lets kubetray-exec make real calls, then grabs the tray menu, the device-code
 window, the diagnostics window and the add-cluster dialog.
