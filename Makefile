@@ -35,8 +35,8 @@ run: install ## try kubetray: the app with a demo provider, API server and kubec
 	$(BIN)/kubetray demo
 
 lint: install ## ruff and mypy (also for Windows and macOS)
-	$(BIN)/ruff check app exec_helper tests bench
-	$(BIN)/ruff format --check app exec_helper tests bench
+	$(BIN)/ruff check app exec_helper tests bench scripts
+	$(BIN)/ruff format --check app exec_helper tests bench scripts
 	$(BIN)/mypy
 	$(BIN)/mypy --platform win32
 	$(BIN)/mypy --platform darwin

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
+from app import jsonfile
 from app.errors import CredentialError, UsageError
 from app.store.secret_store import SecretStore
 
@@ -160,15 +161,10 @@ class StoredCredentials:
         self._index_path = index_path
 
     def _read_index(self) -> dict[str, dict[str, str | None]]:
-        try:
-            with open(self._index_path, encoding="utf-8") as f:
-                doc = json.load(f)
-        except FileNotFoundError:
-            return {}
-        except ValueError:
-            return {}  # a damaged index loses only names and dates; the secrets are intact
+        # A missing or damaged index loses only names and dates; the secrets are intact.
+        doc = jsonfile.load(self._index_path)
         creds = doc.get("credentials") if isinstance(doc, dict) else None
-        return creds if isinstance(creds, dict) else {}
+        return dict(creds) if isinstance(creds, dict) else {}
 
     def _write_index(self, creds: dict[str, dict[str, str | None]]) -> None:
         directory = os.path.dirname(self._index_path)

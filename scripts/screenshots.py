@@ -25,8 +25,25 @@ def start_display() -> list[subprocess.Popen[bytes]]:
     os.environ["DISPLAY"] = display
     os.environ.pop("QT_QPA_PLATFORM", None)
     time.sleep(1.0)
-    tray = subprocess.Popen(["trayer", "--edge", "top", "--align", "right", "--widthtype", "request",
-                             "--height", "28", "--tint", "0x2b2b2b", "--transparent", "true", "--alpha", "0"])
+    tray = subprocess.Popen(
+        [
+            "trayer",
+            "--edge",
+            "top",
+            "--align",
+            "right",
+            "--widthtype",
+            "request",
+            "--height",
+            "28",
+            "--tint",
+            "0x2b2b2b",
+            "--transparent",
+            "true",
+            "--alpha",
+            "0",
+        ]
+    )
     time.sleep(1.0)
     return [tray, xvfb]
 
@@ -35,8 +52,12 @@ def main() -> int:
     if not shutil.which("Xvfb") or not shutil.which("trayer"):
         sys.exit("needs Xvfb and trayer: apt-get install xvfb trayer")
     work = Path(tempfile.mkdtemp(prefix="kt-shots-"))
-    os.environ.update(KUBETRAY_RUNTIME_DIR=str(work / "run"), KUBETRAY_CONFIG_DIR=str(work / "config"),
-                      KUBETRAY_STATE_DIR=str(work / "state"), HOME=str(work))
+    os.environ.update(
+        KUBETRAY_RUNTIME_DIR=str(work / "run"),
+        KUBETRAY_CONFIG_DIR=str(work / "config"),
+        KUBETRAY_STATE_DIR=str(work / "state"),
+        HOME=str(work),
+    )
     procs = start_display()
     try:
         return shoot(work)
@@ -85,22 +106,42 @@ def shoot(work: Path) -> int:
     now = datetime.now(UTC)
     from app.stored import StoredCredentials  # noqa: F401 - the broker's own store is used below
 
-    parts.broker._stored.save(certificate_credential("prod-admin", user.cert_pem, user.key_pem, "c", "k", now), now)
+    parts.broker._stored.save(
+        certificate_credential("prod-admin", user.cert_pem, user.key_pem, "c", "k", now), now
+    )
     helper = work / "kubetray-exec"
     write_launcher(str(helper), sys.executable)
-    info = '{"kind":"ExecCredential","apiVersion":"client.authentication.k8s.io/v1","spec":{"interactive":false},"cluster":null}'
-    with run_idp(password=True) as idp:
-        flags = ["get-token", f"--oidc-issuer-url={idp.issuer}", "--oidc-client-id=kubectl",
-                 "--oidc-extra-scope=email", "--oidc-extra-scope=groups", "--grant-type=password",
-                 "--username=alice", "--password=pw-alice"]
-        env = dict(os.environ, KUBERNETES_EXEC_INFO=info.replace(',"cluster":null', ""))
-        for args in (flags, flags, ["--stored", "prod-admin"], ["--stored", "staging"]):
-            subprocess.run([str(helper), *args], env=env, capture_output=True, timeout=60, check=False)
-        from app.model import Identity
-        from app.oidc.client import OIDCSettings
+    from tests.peers import V1
 
-        pending = OIDCSettings(issuer=idp.issuer, client_id="other-audience", scopes=("openid", "email"), grant_type="device-code")
-        parts.logins.state(Identity(key="oidc|shots|other", name="other-audience@" + idp.issuer[7:], kind="oidc"), pending)
+    with run_idp(password=True) as idp:
+        flags = [
+            "get-token",
+            f"--oidc-issuer-url={idp.issuer}",
+            "--oidc-client-id=kubectl",
+            "--oidc-extra-scope=email",
+            "--oidc-extra-scope=groups",
+            "--grant-type=password",
+            "--username=alice",
+            "--password=pw-alice",
+        ]
+        env = dict(os.environ, KUBERNETES_EXEC_INFO=V1)
+        for args in (flags, flags, ["--stored", "prod-admin"], ["--stored", "staging"]):
+            subprocess.run(
+                [str(helper), *args], env=env, capture_output=True, timeout=60, check=False
+            )
+        from app.model import Identity
+        from app.oidc.settings import OIDCSettings
+
+        pending = OIDCSettings(
+            issuer=idp.issuer,
+            client_id="other-audience",
+            scopes=("openid", "email"),
+            grant_type="device-code",
+        )
+        parts.logins.state(
+            Identity(key="oidc|shots|other", name="other-audience@" + idp.issuer[7:], kind="oidc"),
+            pending,
+        )
         settle(1.5)
         view.refresh()
         # The tray menu, popped up under the tray icon.
@@ -113,8 +154,14 @@ def shoot(work: Path) -> int:
         shot.save(str(OUT / "tray-menu.png"))
         view.menu.hide()
         # A real device authorization request at oidc-provider, shown by the app's window.
-        doc = requests.post(f"{idp.issuer}/device/auth", data={"client_id": "kubectl", "scope": "openid"}, timeout=10).json()
-        view.show_device_code("kubectl@" + idp.issuer[7:], doc["user_code"], doc["verification_uri"])
+        doc = requests.post(
+            f"{idp.issuer}/device/auth",
+            data={"client_id": "kubectl", "scope": "openid"},
+            timeout=10,
+        ).json()
+        view.show_device_code(
+            "kubectl@" + idp.issuer[7:], doc["user_code"], doc["verification_uri"]
+        )
         settle()
         next(iter(view.device_windows.values())).grab().save(str(OUT / "device-code.png"))
         view.show_diagnostics()

@@ -21,7 +21,7 @@ from app.model import (
     Identity,
     IdentityState,
 )
-from app.oidc.client import OIDCSettings
+from app.oidc.settings import OIDCSettings
 from app.stored import StoredCredentials
 from exec_helper.options import HelperOptions
 

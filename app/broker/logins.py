@@ -19,15 +19,19 @@ import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
+from app import jsonfile
 from app.errors import AppError, CredentialError
 from app.model import Identity
 from app.oidc.browser import Browser
-from app.oidc.client import OIDCClient, OIDCSettings
 from app.oidc.loopback import LoginError
+from app.oidc.settings import OIDCSettings
 from app.oidc.tokens import TokenSet
 from app.store.secret_store import SecretStore
+
+if TYPE_CHECKING:
+    from app.oidc.client import OIDCClient
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +139,7 @@ class OIDCState:
 
     identity: Identity
     settings: OIDCSettings
-    client: OIDCClient
+    client: "OIDCClient"
     lock: threading.Lock = field(default_factory=threading.Lock)
     tokens: TokenSet | None = None
     loaded: bool = False
@@ -159,13 +163,13 @@ class Logins:
         index_path: str,
         clock: Callable[[], datetime],
         browser: Callable[[str | None], Browser] = Browser,
-        client: Callable[[OIDCSettings, Callable[[], datetime]], OIDCClient] = OIDCClient,
+        client: "Callable[[OIDCSettings, Callable[[], datetime]], OIDCClient] | None" = None,
     ) -> None:
         self._store = store
         self._index_path = index_path
         self._clock = clock
         self._browser = browser
-        self._client = client
+        self._client_factory = client
         self._lock = threading.Lock()
         self._states: dict[str, OIDCState] = {}
         self._due: list[tuple[datetime, int, str]] = []
@@ -177,6 +181,13 @@ class Logins:
         """A desktop app (the tray) hosts these logins: it can always show and ask."""
         self._scheduler = threading.Thread(target=self._refresh_ahead, name="refresh", daemon=True)
         self._scheduler.start()
+
+    def _client(self, settings: OIDCSettings, clock: Callable[[], datetime]) -> "OIDCClient":
+        if self._client_factory is not None:
+            return self._client_factory(settings, clock)
+        from app.oidc.client import OIDCClient  # requests + authlib: only once OIDC is used
+
+        return OIDCClient(settings, clock)
 
     # -- identities -------------------------------------------------------------------------
 
@@ -207,12 +218,8 @@ class Logins:
         return self.state(identity, settings)
 
     def _read_index(self) -> dict[str, Any]:
-        try:
-            with open(self._index_path, encoding="utf-8") as f:
-                doc = json.load(f)
-        except (OSError, ValueError):
-            return {}
-        return doc if isinstance(doc, dict) else {}
+        doc = jsonfile.load(self._index_path)
+        return dict(doc) if isinstance(doc, dict) else {}
 
     def _remember(self, st: OIDCState) -> None:
         """Record the identity's non-secret settings, so `kubetray login NAME` works later."""

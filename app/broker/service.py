@@ -18,7 +18,7 @@ from app.broker import peer
 from app.broker.broker import Broker, identity_for
 from app.errors import AppError
 from app.model import CallRecord, Credential
-from app.oidc.client import OIDCSettings
+from app.oidc.settings import OIDCSettings
 from exec_helper import exec_credential, options, protocol
 from exec_helper.exec_credential import ExecInfo, ExecInfoError
 

@@ -8,7 +8,6 @@ import ssl
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
@@ -21,13 +20,12 @@ from joserfc.jwk import KeySet
 
 from app.oidc.http import TIMEOUT, mount_trust, ssl_context
 from app.oidc.loopback import LoginError, LoopbackListener
+from app.oidc.settings import Metadata, OIDCSettings
 from app.oidc.tokens import TokenSet
-from exec_helper.options import HelperOptions
 
 DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
 CLOCK_SKEW = 30
 """Seconds of clock difference tolerated when checking an id_token's times."""
-DEFAULT_TIMEOUT = 180.0
 
 
 class LoginUI(Protocol):
@@ -40,82 +38,6 @@ class LoginUI(Protocol):
 
     @property
     def cancelled(self) -> threading.Event: ...
-
-
-@dataclass(frozen=True)
-class OIDCSettings:
-    """Everything about talking to one provider, from kubetray-exec's flags."""
-
-    issuer: str
-    client_id: str
-    client_secret: str | None = None
-    scopes: tuple[str, ...] = ()
-    extra_params: tuple[tuple[str, str], ...] = ()
-    use_access_token: bool = False
-    grant_type: str = "auto"
-    listen_addresses: tuple[str, ...] = ()
-    redirect_hostname: str | None = None
-    redirect_url_keyboard: str | None = None
-    username: str | None = None
-    password: str | None = None
-    ca_files: tuple[str, ...] = ()
-    ca_data: tuple[str, ...] = ()
-    insecure: bool = False
-    browser_command: str | None = None
-    skip_open_browser: bool = False
-    timeout: float = DEFAULT_TIMEOUT
-    success_url: str | None = None
-
-    @classmethod
-    def from_options(cls, opts: HelperOptions) -> "OIDCSettings":
-        assert opts.oidc_issuer_url and opts.oidc_client_id
-        return cls(
-            issuer=opts.oidc_issuer_url.rstrip("/"),
-            client_id=opts.oidc_client_id,
-            client_secret=opts.oidc_client_secret,
-            scopes=tuple(dict.fromkeys(("openid", *opts.oidc_extra_scope))),
-            extra_params=opts.oidc_auth_request_extra_params,
-            use_access_token=opts.oidc_use_access_token,
-            grant_type=opts.grant_type or ("password" if opts.username else "auto"),
-            listen_addresses=opts.listen_address,
-            redirect_hostname=opts.oidc_redirect_url_hostname,
-            redirect_url_keyboard=opts.oidc_redirect_url_authcode_keyboard,
-            username=opts.username,
-            password=opts.password,
-            ca_files=opts.certificate_authority,
-            ca_data=opts.certificate_authority_data,
-            insecure=opts.insecure_skip_tls_verify,
-            browser_command=opts.browser_command,
-            skip_open_browser=opts.skip_open_browser,
-            timeout=float(opts.authentication_timeout_sec or DEFAULT_TIMEOUT),
-            success_url=opts.open_url_after_authentication,
-        )
-
-    @classmethod
-    def from_dict(cls, doc: dict[str, Any]) -> "OIDCSettings":
-        """Settings as remembered in JSON (lists back to tuples)."""
-        values: dict[str, Any] = {
-            key: tuple(value) if isinstance(value, list) else value for key, value in doc.items()
-        }
-        values["extra_params"] = tuple(tuple(pair) for pair in values.get("extra_params", ()))
-        return cls(**values)
-
-
-@dataclass(frozen=True)
-class Metadata:
-    """The parts of the discovery document kubetray uses."""
-
-    issuer: str
-    authorization_endpoint: str
-    token_endpoint: str
-    jwks_uri: str
-    device_authorization_endpoint: str | None
-    revocation_endpoint: str | None
-    end_session_endpoint: str | None
-    grant_types_supported: tuple[str, ...]
-    code_challenge_methods_supported: tuple[str, ...]
-    id_token_signing_alg_values_supported: tuple[str, ...]
-    scopes_supported: tuple[str, ...] = ()
 
 
 def _error_text(e: OAuthError) -> str:

@@ -192,7 +192,8 @@ class TrayController(QObject):
 
     def probe(self, issuer: str, client_id: str) -> None:
         """Fetch the provider's discovery document; ``probed`` carries the result."""
-        from app.oidc.client import OIDCClient, OIDCSettings
+        from app.oidc.client import OIDCClient
+        from app.oidc.settings import OIDCSettings
 
         def work() -> None:
             try:

@@ -20,8 +20,7 @@ from PySide6.QtWidgets import (
 
 from app import autostart, installation
 from app.errors import AppError
-from app.kubeconfig import edit
-from app.oidc.client import Metadata
+from app.oidc.settings import Metadata
 from app.ui.controller import TrayController
 
 
@@ -65,6 +64,8 @@ class AddClusterDialog(QDialog):
         self.issuer.setPlaceholderText("https://idp.example/realms/k8s")
         self.client_id = QLineEdit()
         self.scopes = QLineEdit("email groups")
+        from app.kubeconfig import edit  # yaml: only when someone adds a cluster
+
         self.kubeconfig = QLineEdit(edit.default_path())
         form.addRow("Context name", self.context)
         form.addRow("API server", self.server)
@@ -135,6 +136,8 @@ class AddClusterDialog(QDialog):
             except OSError as e:
                 self.found.setText(f"<b>Cannot read the CA file:</b> {e.strerror}")
                 return
+        from app.kubeconfig import edit
+
         try:
             edit.add_exec_user(
                 self.kubeconfig.text().strip(),

@@ -21,10 +21,16 @@ def dark_panel() -> bool:
     return palette.color(QPalette.ColorRole.Window).lightness() < 128
 
 
+_icons: dict[tuple[str, str], QIcon] = {}
+
+
 def state_icon(state: str) -> QIcon:
-    """The icon for an overall state."""
+    """The icon for an overall state (loaded once per state and theme)."""
     theme = "dark" if dark_panel() else "light"
-    icon = QIcon()
+    cached = _icons.get((state, theme))
+    if cached is not None:
+        return cached
+    icon = _icons[(state, theme)] = QIcon()
     for size in (22, 32, 64):
         icon.addFile(str(resources_dir() / "icons" / f"kubetray-{state}-{theme}-{size}.png"))
     return icon

@@ -77,10 +77,12 @@ class TrayApp(QObject):
         status = self.controller.status()
         identities: list[dict[str, Any]] = status["identities"]
         now = self.controller.clock()
-        self.state = icons.overall_state(identities)
+        state = icons.overall_state(identities)
         if self.tray is not None:
-            self.tray.setIcon(icons.state_icon(self.state))
+            if state != self.state or self.tray.icon().isNull():
+                self.tray.setIcon(icons.state_icon(state))
             self.tray.setToolTip(self._tooltip(identities, now))
+        self.state = state
         if self.status_window is not None:
             self.status_window.update_status(identities, now)
         signature = tuple(

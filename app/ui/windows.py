@@ -3,7 +3,6 @@
 from datetime import datetime
 from typing import Any
 
-import segno
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QColor, QFont, QGuiApplication, QImage, QPixmap
 from PySide6.QtWidgets import (
@@ -23,6 +22,8 @@ from app.ui.text import time_left, who
 
 def qr_pixmap(text: str, scale: int = 6) -> QPixmap:
     """A QR code for ``text`` (segno's matrix, drawn module by module)."""
+    import segno  # only when a device code is shown
+
     matrix = segno.make(text, error="m", micro=False).matrix
     size = len(matrix) + 8  # quiet zone of four modules
     image = QImage(size, size, QImage.Format.Format_RGB32)

@@ -12,8 +12,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import requests
 
-from app.oidc.client import OIDCClient, OIDCSettings
+from app.oidc.client import OIDCClient
 from app.oidc.loopback import LoginError, LoopbackListener
+from app.oidc.settings import OIDCSettings
 from tests.idp import IdP, run_idp
 
 

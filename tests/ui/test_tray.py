@@ -17,7 +17,7 @@ from app.broker.broker import Broker, utcnow
 from app.broker.logins import Logins
 from app.errors import AppError
 from app.model import Identity
-from app.oidc.client import OIDCSettings
+from app.oidc.settings import OIDCSettings
 from app.oidc.tokens import TokenSet
 from app.settings import Settings
 from app.store.memory_store import MemorySecretStore
