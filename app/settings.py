@@ -17,6 +17,8 @@ class Settings:
     notify_login_needed: bool = True
     notify_expiring: bool = True
     notify_failures: bool = True
+    refresh_margin_seconds: int = 60
+    """Refresh tokens at least this long before they expire (10 % of the lifetime if larger)."""
 
     @classmethod
     def path(cls) -> str:

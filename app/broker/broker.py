@@ -144,7 +144,9 @@ class Broker:
         if not token:
             raise CredentialError(f"the provider gave {identity.name} no token to send")
         return Credential(
-            token=token, expires=tokens.handed_out_expiry(self._clock()), subject=tokens.who()
+            token=token,
+            expires=tokens.handed_out_expiry(self._clock(), self.logins.margin),
+            subject=tokens.who(),
         )
 
     def _fetch(self, identity: Identity) -> Credential:
@@ -225,7 +227,8 @@ class Broker:
                 if st.login is not None:
                     entry["state"] = "logging in"
                 elif tokens is not None and tokens.expires_at > now:
-                    entry["state"] = "ready" if tokens.fresh(now) else "expiring"
+                    fresh = tokens.fresh(now, self.logins.margin)
+                    entry["state"] = "ready" if fresh else "expiring"
                 elif st.blocked_until and now < st.blocked_until:
                     entry["state"] = "needs login"
                 else:

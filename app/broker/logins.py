@@ -27,7 +27,7 @@ from app.model import Identity
 from app.oidc.browser import Browser
 from app.oidc.loopback import LoginError
 from app.oidc.settings import OIDCSettings
-from app.oidc.tokens import TokenSet
+from app.oidc.tokens import MIN_MARGIN, TokenSet
 from app.store.secret_store import SecretStore
 
 if TYPE_CHECKING:
@@ -176,6 +176,8 @@ class Logins:
         self._seq = 0
         self._wake = threading.Condition(self._lock)
         self._stopped = False
+        self.margin = MIN_MARGIN
+        """The least time before expiry at which tokens are refreshed (a setting)."""
         self.observers: list[LoginObserver] = []
         self.desktop = False
         """A desktop app (the tray) hosts these logins: it can always show and ask."""
@@ -284,13 +286,13 @@ class Logins:
         """
         st = self.state(identity, settings)
         tokens = st.tokens
-        if tokens and tokens.fresh(self._clock()) and not (refresh or relogin):
+        if tokens and tokens.fresh(self._clock(), self.margin) and not (refresh or relogin):
             return tokens  # the hot path: no lock
         with st.lock:
             self._load(st)
             now = self._clock()
             tokens = st.tokens
-            if tokens and tokens.fresh(now) and not (refresh or relogin):
+            if tokens and tokens.fresh(now, self.margin) and not (refresh or relogin):
                 return tokens
             if tokens and tokens.refresh_token and not relogin:
                 try:
@@ -428,7 +430,8 @@ class Logins:
             return
         with self._wake:
             self._seq += 1
-            heapq.heappush(self._due, (when or st.tokens.refresh_due(), self._seq, st.identity.key))
+            due = when or st.tokens.refresh_due(self.margin)
+            heapq.heappush(self._due, (due, self._seq, st.identity.key))
             self._wake.notify()
 
     def _refresh_ahead(self) -> None:
@@ -453,7 +456,7 @@ class Logins:
             if tokens is None or not tokens.refresh_token:
                 return
             now = self._clock()
-            if now < tokens.refresh_due():
+            if now < tokens.refresh_due(self.margin):
                 return  # refreshed meanwhile: a newer entry is scheduled
             try:
                 self._refresh(st)

@@ -24,25 +24,25 @@ class TokenSet:
     def lifetime(self) -> timedelta:
         return self.expires_at - self.issued_at
 
-    @property
-    def margin(self) -> timedelta:
-        """Refresh this long before expiry: the larger of 60 s and 10 % of the lifetime.
+    def margin(self, floor: timedelta = MIN_MARGIN) -> timedelta:
+        """Refresh this long before expiry: the larger of ``floor`` (60 s unless the user set
+        another) and 10 % of the lifetime, capped at half the lifetime so that a short-lived
+        token is not "due" the moment it arrives."""
+        return min(max(floor, self.lifetime / 10), self.lifetime / 2)
 
-        Capped at half the lifetime, so a short-lived token is not "due" the moment it arrives.
-        """
-        return min(max(MIN_MARGIN, self.lifetime / 10), self.lifetime / 2)
-
-    def fresh(self, now: datetime) -> bool:
+    def fresh(self, now: datetime, floor: timedelta = MIN_MARGIN) -> bool:
         """Good to hand out without refreshing first."""
-        return now < self.expires_at - self.margin
+        return now < self.expires_at - self.margin(floor)
 
-    def refresh_due(self) -> datetime:
+    def refresh_due(self, floor: timedelta = MIN_MARGIN) -> datetime:
         """When the agent refreshes ahead, before any caller would find the token stale."""
-        return self.expires_at - self.margin * 1.5
+        return self.expires_at - self.margin(floor) * 1.5
 
-    def handed_out_expiry(self, now: datetime) -> datetime:
+    def handed_out_expiry(self, now: datetime, floor: timedelta = MIN_MARGIN) -> datetime:
         """The expirationTimestamp for kubectl: expiry less the margin, never in the past."""
-        return max(self.expires_at - self.margin, min(now + timedelta(seconds=1), self.expires_at))
+        return max(
+            self.expires_at - self.margin(floor), min(now + timedelta(seconds=1), self.expires_at)
+        )
 
     def who(self) -> str:
         """A person's name for this identity: email, else preferred name, else subject."""

@@ -7,7 +7,7 @@ worker threads and report back through signals. Never touch a widget from here.
 
 import threading
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from PySide6.QtCore import QObject, Signal
@@ -98,9 +98,14 @@ class TrayController(QObject):
         self.in_progress: dict[str, Login] = {}
         self._warned_expiring: set[tuple[str, str]] = set()
         logins.desktop = True
+        self.apply_settings()
         logins.observers.append(self)
         self.finished_login.connect(self._on_finished)
         self.needs_login.connect(self._on_required)
+
+    def apply_settings(self) -> None:
+        """Make the settings take effect (after loading, and after the Settings window)."""
+        self.logins.margin = timedelta(seconds=max(30, self.settings.refresh_margin_seconds))
 
     def detach(self) -> None:
         """Stop observing the logins (the app is closing)."""
@@ -181,7 +186,7 @@ class TrayController(QObject):
     def log_in_to_all(self) -> None:
         now = self.clock()
         for st in self.logins.known():
-            if st.tokens is None or not st.tokens.fresh(now):
+            if st.tokens is None or not st.tokens.fresh(now, self.logins.margin):
                 self.log_in(st.identity.name)
 
     def log_out(self, name: str) -> None:

@@ -14,6 +14,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QPushButton,
+    QSpinBox,
     QVBoxLayout,
     QWidget,
 )
@@ -166,6 +167,10 @@ class SettingsDialog(QDialog):
         self.start_at_login.setChecked(s.start_at_login)
         self.browser = QLineEdit(s.browser_command)
         self.browser.setPlaceholderText("the desktop's default browser")
+        self.margin = QSpinBox()
+        self.margin.setRange(30, 3600)
+        self.margin.setSuffix(" s")
+        self.margin.setValue(s.refresh_margin_seconds)
         self.notify_login = QCheckBox("when kubectl needs me to log in")
         self.notify_login.setChecked(s.notify_login_needed)
         self.notify_expiring = QCheckBox("when a login expires soon and cannot refresh")
@@ -174,6 +179,7 @@ class SettingsDialog(QDialog):
         self.notify_failures.setChecked(s.notify_failures)
         form.addRow(self.start_at_login)
         form.addRow("Browser command", self.browser)
+        form.addRow("Refresh tokens at least", self.margin)
         form.addRow(QLabel("Notify me:"))
         form.addRow(self.notify_login)
         form.addRow(self.notify_expiring)
@@ -194,6 +200,8 @@ class SettingsDialog(QDialog):
         s.notify_login_needed = self.notify_login.isChecked()
         s.notify_expiring = self.notify_expiring.isChecked()
         s.notify_failures = self.notify_failures.isChecked()
+        s.refresh_margin_seconds = self.margin.value()
         s.save()
+        self._controller.apply_settings()
         autostart.set_enabled(s.start_at_login, installation.app_command())
         self.accept()

@@ -197,3 +197,29 @@ def test_no_tray_shows_a_status_window(qtbot, parts) -> None:  # type: ignore[no
     assert "Login to x failed" in view.status_window.notice.text()
     view.shutdown()
     qtbot.wait(50)
+
+
+def test_settings_persist_and_take_effect(
+    qtbot, view: TrayApp, parts, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    from app.settings import Settings as Saved
+    from app.ui.dialogs import SettingsDialog
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    _, logins, _ = parts
+    dialog = SettingsDialog(view.controller)
+    qtbot.add_widget(dialog)
+    dialog.start_at_login.setChecked(True)
+    dialog.browser.setText("firefox --new-window")
+    dialog.margin.setValue(600)
+    dialog.notify_expiring.setChecked(False)
+    dialog.save()
+    saved = Saved.load()
+    assert saved.start_at_login and saved.browser_command == "firefox --new-window"
+    assert saved.refresh_margin_seconds == 600 and not saved.notify_expiring
+    assert logins.margin == timedelta(minutes=10)
+    entry = (tmp_path / "xdg" / "autostart" / "kubetray.desktop").read_text()
+    assert "Exec=" in entry and "X-GNOME-Autostart-enabled=true" in entry
+    dialog.start_at_login.setChecked(False)
+    dialog.save()
+    assert not (tmp_path / "xdg" / "autostart" / "kubetray.desktop").exists()

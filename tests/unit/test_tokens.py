@@ -18,16 +18,16 @@ def tokens(lifetime: timedelta) -> TokenSet:
 
 
 def test_margin_is_the_larger_of_a_minute_and_a_tenth() -> None:
-    assert tokens(timedelta(hours=1)).margin == timedelta(minutes=6)
-    assert tokens(timedelta(minutes=5)).margin == timedelta(minutes=1)
-    assert tokens(timedelta(seconds=20)).margin == timedelta(seconds=10)  # capped at half
+    assert tokens(timedelta(hours=1)).margin() == timedelta(minutes=6)
+    assert tokens(timedelta(minutes=5)).margin() == timedelta(minutes=1)
+    assert tokens(timedelta(seconds=20)).margin() == timedelta(seconds=10)  # capped at half
 
 
 def test_refresh_ahead_comes_before_callers_see_it_stale() -> None:
     t = tokens(timedelta(hours=1))
-    assert t.refresh_due() < t.expires_at - t.margin
+    assert t.refresh_due() < t.expires_at - t.margin()
     assert t.fresh(t.refresh_due())
-    assert not t.fresh(t.expires_at - t.margin)
+    assert not t.fresh(t.expires_at - t.margin())
 
 
 def test_handed_out_expiry_is_less_the_margin_and_never_past() -> None:
@@ -46,3 +46,13 @@ def test_round_trip_and_refresh_keeps_what_the_provider_left_out() -> None:
         merged.refresh_token == "r" and merged.id_token == "y" and merged.claims == {"email": "e@x"}
     )
     assert merged.who() == "e@x"
+
+
+def test_a_larger_floor_from_the_settings() -> None:
+    t = tokens(timedelta(hours=1))
+    floor = timedelta(minutes=15)
+    assert t.margin(floor) == timedelta(minutes=15)
+    assert t.fresh(T0 + timedelta(minutes=44), floor) and not t.fresh(
+        T0 + timedelta(minutes=46), floor
+    )
+    assert t.handed_out_expiry(T0, floor) == T0 + timedelta(minutes=45)
