@@ -149,6 +149,14 @@ def kubectl_in_a_terminal(kt: KubetrayEnv, api: APIServer, args: list[str], tmp_
     )
 
 
+def expect(child: Any, pattern: str) -> None:
+    """child.expect(pattern), failing with everything the terminal showed if it ended first."""
+    import pexpect
+
+    if child.expect([pattern, pexpect.EOF]) == 1:
+        pytest.fail(f"expected {pattern!r}; the terminal showed:\n{child.before}")
+
+
 def test_browser_login_then_cached(
     kt: KubetrayEnv, idp: IdP, api: APIServer, browser: Path, tmp_path: Path
 ) -> None:
@@ -246,9 +254,9 @@ def test_password_grant_prompts_in_a_real_terminal(
     with run_idp(password=True) as idp, APIServer(CA(), check_token=checker(idp)) as api:
         args = oidc_args(idp, "--grant-type=password")
         child = kubectl_in_a_terminal(kt, api, args, tmp_path)
-        child.expect("Username: ")
+        expect(child, "Username: ")
         child.sendline("bob")
-        child.expect("Password: ")
+        expect(child, "Password: ")
         child.sendline("pw-bob")
         child.expect(pexpect.EOF)
         child.close()
@@ -337,7 +345,7 @@ def test_authcode_keyboard_in_a_real_terminal(
     child = kubectl_in_a_terminal(kt, api, args, tmp_path)
     child.expect(r"log in: (\S+)")
     url = child.match.group(1)
-    child.expect("Enter the code")
+    expect(child, "Enter the code")
     # The person opens the URL on another machine's browser; here, the tests' browser does.
     log = tmp_path / "keyboard-browser.jsonl"
     subprocess.run(
