@@ -302,6 +302,7 @@ class Logins:
                     if tokens.expires_at > now and not refresh:
                         return tokens  # still valid; the scheduler tries again
             login = st.login
+            joined = False
             if login is None:
                 if st.blocked_until and now < st.blocked_until and not explicit:
                     for observer in self.observers:
@@ -316,13 +317,17 @@ class Logins:
                 login = st.login = Login(identity.name, browser)
                 for observer in self.observers:
                     observer.login_started(login)
+                # Join before the login runs: its first prompt must find this caller.
+                login.join(conv)
+                joined = True
                 threading.Thread(
                     target=self._run_login,
                     args=(st, login),
                     name=f"login-{identity.name}",
                     daemon=True,
                 ).start()
-        login.join(conv)
+        if not joined:
+            login.join(conv)
         try:
             while not login.done.wait(KEEPALIVE):
                 conv.keepalive()
