@@ -4,7 +4,6 @@ Answers just enough discovery for ``kubectl get ns`` and the Python client's
 ``list_namespace``. Everything else about Kubernetes is out of scope: this checks credentials.
 """
 
-import json
 import ssl
 import tempfile
 import threading
@@ -13,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from app.demo.apiserver import discovery
+from app.demo.apiserver import answer
 from tests.pki import CA
 
 NAMESPACES = ["default", "kube-system", "kubetray-proof"]
@@ -104,40 +103,6 @@ def _handler(api: APIServer) -> type[BaseHTTPRequestHandler]:
             outcome = api.authenticate(self.headers, peer)
             with api._lock:
                 api.seen.append((path, outcome))
-            if outcome == "401":
-                self._send(
-                    401,
-                    {
-                        "kind": "Status",
-                        "apiVersion": "v1",
-                        "status": "Failure",
-                        "message": "Unauthorized",
-                        "reason": "Unauthorized",
-                        "code": 401,
-                    },
-                )
-                return
-            doc = discovery(path, NAMESPACES)
-            if doc is None:
-                self._send(
-                    404,
-                    {
-                        "kind": "Status",
-                        "apiVersion": "v1",
-                        "status": "Failure",
-                        "reason": "NotFound",
-                        "code": 404,
-                    },
-                )
-            else:
-                self._send(200, doc)
-
-        def _send(self, code: int, doc: dict[str, Any]) -> None:
-            body = json.dumps(doc).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            answer(self, outcome != "401", NAMESPACES)
 
     return Handler

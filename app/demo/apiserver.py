@@ -138,6 +138,29 @@ class DemoAPIServer:
         self._server.server_close()
 
 
+def answer(handler: BaseHTTPRequestHandler, authorized: bool, namespaces: list[str]) -> None:
+    """Send what an API server would: 401 without a good credential, else the document or 404."""
+    if not authorized:
+        doc = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "status": "Failure",
+            "message": "Unauthorized",
+            "reason": "Unauthorized",
+            "code": 401,
+        }
+        code = 401
+    else:
+        found = discovery(handler.path.split("?")[0], namespaces)
+        code, doc = (200, found) if found else (404, {"kind": "Status", "code": 404})
+    body = json.dumps(doc).encode()
+    handler.send_response(code)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
@@ -147,26 +170,4 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         api: DemoAPIServer = self.server.api  # type: ignore[attr-defined]
         auth = self.headers.get("Authorization", "")
-        if not (auth.startswith("Bearer ") and api.check(auth[7:])):
-            self._send(
-                401,
-                {
-                    "kind": "Status",
-                    "apiVersion": "v1",
-                    "status": "Failure",
-                    "message": "Unauthorized",
-                    "reason": "Unauthorized",
-                    "code": 401,
-                },
-            )
-            return
-        doc = discovery(self.path.split("?")[0], NAMESPACES)
-        self._send(200, doc) if doc else self._send(404, {"kind": "Status", "code": 404})
-
-    def _send(self, code: int, doc: dict[str, Any]) -> None:
-        body = json.dumps(doc).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        answer(self, auth.startswith("Bearer ") and api.check(auth[7:]), NAMESPACES)
