@@ -21,7 +21,7 @@ class _Bridge(QObject):
     show = Signal()
 
 
-def run(tray: bool | None = None, before_exec: "object | None" = None) -> int:
+def run(tray: bool | None = None) -> int:
     """Run the app until Quit. AgentRunning propagates when another agent or app serves."""
     logging.basicConfig(
         stream=sys.stderr,
@@ -48,8 +48,6 @@ def run(tray: bool | None = None, before_exec: "object | None" = None) -> int:
     pulse.timeout.connect(lambda: None)
     pulse.start(250)
     log.info("kubetray app listening on %s", parts.server.listener.address)
-    if callable(before_exec):
-        before_exec(view)
     try:
         return app.exec()
     finally:
