@@ -61,7 +61,22 @@ def _timeout() -> float:
 
 
 def ask_agent(request: bytes) -> int:
-    """One exchange with the agent; returns the exit code it decided."""
+    """One exchange with the agent, its answer printed; returns the exit code it decided."""
+    code, out, err = exchange(request)
+    if out:
+        sys.stdout.buffer.write(out.encode("utf-8"))
+        sys.stdout.flush()
+    if err:
+        sys.stderr.write(err if err.endswith("\n") else err + "\n")
+        sys.stderr.flush()
+    return code
+
+
+def exchange(request: bytes) -> "tuple[int, str, str]":
+    """One exchange with the agent: (exit code, stdout, stderr) as it decided them.
+
+    Progress messages go to stderr as they come; prompts are answered on the terminal.
+    """
     from exec_helper.transport import connect
 
     timeout = _timeout()
@@ -74,16 +89,12 @@ def ask_agent(request: bytes) -> int:
             msg = protocol.decode_flat(_read_frame(sock, buf).decode("utf-8"))
             kind = msg.get("type")
             if kind == protocol.RESULT:
-                out = msg.get("stdout") or ""
-                if out:
-                    sys.stdout.buffer.write(out.encode("utf-8"))
-                    sys.stdout.flush()
-                err = msg.get("stderr") or ""
-                if err:
-                    sys.stderr.write(err if err.endswith("\n") else err + "\n")
-                    sys.stderr.flush()
                 code = msg.get("exit")
-                return code if isinstance(code, int) else 1
+                return (
+                    code if isinstance(code, int) else 1,
+                    str(msg.get("stdout") or ""),
+                    str(msg.get("stderr") or ""),
+                )
             if kind == protocol.MESSAGE:
                 sys.stderr.write(str(msg.get("text", "")) + "\n")
                 sys.stderr.flush()
@@ -109,6 +120,10 @@ def ask_agent(request: bytes) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of kubetray-exec."""
     args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["kubelet-credential-provider"]:
+        from exec_helper.kubelet import run_provider
+
+        return run_provider(args[1:])
     if "-h" in args or "--help" in args or "--version" in args:
         from exec_helper.launch import print_help
 
@@ -124,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
             "op": "get_credential",
             "exec_info": exec_info,
             "args": args,
+            "env": paths.kubetray_env(),
             "stdin_tty": _is_tty(0),
             "stderr_tty": _is_tty(2),
             "cwd": _os.getcwd(),

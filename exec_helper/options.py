@@ -4,7 +4,10 @@ A kubelogin kubeconfig switches to kubetray by changing only ``command``. Flags 
 from the cluster's ``client.authentication.k8s.io/exec`` extension (``spec.cluster.config``),
 keyed by the flag name without dashes (``{"oidc-client-id": "x"}``); per-cluster values win
 over arguments, because cluster-inventory's library accumulates arguments across clusters.
-Scalar flags repeated on the command line: the last one wins.
+Scalar flags repeated on the command line: the last one wins. Lowest of all come environment
+variables named ``KUBETRAY_`` + the flag in capitals with ``_`` for ``-`` (``KUBETRAY_STORED``,
+``KUBETRAY_OIDC_CLIENT_ID``): what a ClusterProfile's ``additional-envs`` extension injects.
+Precedence: per-cluster config, then arguments, then environment.
 """
 
 import argparse
@@ -61,6 +64,7 @@ class HelperOptions:
     tls_renegotiation_freely: bool = _f(BOOL, "accepted for kubelogin compatibility", False)
     audience: str | None = _f(STR, "audience to request a token for")
     force_refresh: bool = _f(BOOL, "skip the agent's cache and fetch the credential again", False)
+    no_login: bool = _f(BOOL, "never start a login: fail at once if one is needed", False)
     token_cache_dir: str | None = _f(STR, "ignored: kubetray keeps tokens in the OS keyring")
     token_cache_storage: str | None = _f(STR, "ignored: kubetray keeps tokens in the OS keyring")
     v: int | None = _f(INT, "log verbosity (accepted for kubelogin compatibility)")
@@ -202,9 +206,38 @@ def _from_config(config: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def resolve(args: list[str], config: dict[str, Any] | None = None) -> HelperOptions:
-    """Arguments, then the per-cluster config over them."""
-    values = parse_args(args)
+ENV_PREFIX = "KUBETRAY_"
+
+
+def _from_env(env: dict[str, str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for flag, f in _FIELDS.items():
+        value = env.get(ENV_PREFIX + flag.upper().replace("-", "_"))
+        if value is None or value == "":
+            continue
+        kind = f.metadata["kind"]
+        try:
+            if kind == BOOL:
+                out[f.name] = _bool(value)
+            elif kind == INT:
+                out[f.name] = int(value)
+            elif kind == MAP:
+                out[f.name] = tuple(_pairs(value))
+            elif kind == LIST:
+                out[f.name] = _normalize(f, value.split(","))
+            else:
+                out[f.name] = value
+        except (ValueError, argparse.ArgumentTypeError) as e:
+            raise OptionsError(f"{ENV_PREFIX}{flag.upper().replace('-', '_')}: {e}") from None
+    return out
+
+
+def resolve(
+    args: list[str], config: dict[str, Any] | None = None, env: dict[str, str] | None = None
+) -> HelperOptions:
+    """Environment, then arguments over it, then the per-cluster config over both."""
+    values = _from_env(env) if env else {}
+    values.update(parse_args(args))
     if config:
         values.update(_from_config(config))
     return HelperOptions(**values)

@@ -23,6 +23,33 @@ def getenv(name: str) -> str | None:
     return None if value is None else value.decode("utf-8", "surrogateescape")
 
 
+_INFRA = (
+    "KUBETRAY_RUNTIME_DIR",
+    "KUBETRAY_CONFIG_DIR",
+    "KUBETRAY_STATE_DIR",
+    "KUBETRAY_AGENT_COMMAND",
+    "KUBETRAY_EXEC_TIMEOUT",
+    "KUBETRAY_BROWSER",
+)
+
+
+def kubetray_env() -> list[str]:
+    """``KUBETRAY_*=value`` settings meant for the agent (flags given as environment)."""
+    if sys.platform == "win32":
+        import os
+
+        items = [(k, v) for k, v in os.environ.items() if k.startswith("KUBETRAY_")]
+    else:
+        import posix
+
+        items = [
+            (k.decode("utf-8", "surrogateescape"), v.decode("utf-8", "surrogateescape"))
+            for k, v in posix.environ.items()
+            if k.startswith(b"KUBETRAY_")
+        ]
+    return [f"{k}={v}" for k, v in items if k not in _INFRA]
+
+
 def _home() -> str:
     home = getenv("HOME") or getenv("USERPROFILE")
     if home:

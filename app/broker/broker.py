@@ -135,6 +135,7 @@ class Broker:
                 OIDCSettings.from_options(opts),
                 conv,
                 refresh=skip_cache or opts.force_refresh,
+                may_login=not opts.no_login,
             )
         except Exception as e:
             state.last_error = getattr(e, "message", None) or str(e)

@@ -277,12 +277,14 @@ class Logins:
         refresh: bool = False,
         explicit: bool = False,
         relogin: bool = False,
+        may_login: bool = True,
     ) -> TokenSet:
         """Valid tokens for ``identity``: cached, refreshed, or from a login all callers share.
 
         ``refresh``: do not trust the cache (a 401 re-run). ``explicit``: the user asked for
         this login (kubetray login), so a recent failure does not block it. ``relogin``: log in
-        again even with valid tokens.
+        again even with valid tokens. ``may_login``: False never starts or joins a login (the
+        kubelet cannot wait for a person).
         """
         st = self.state(identity, settings)
         tokens = st.tokens
@@ -301,6 +303,11 @@ class Logins:
                     log.warning("refresh of %s failed: %s", identity.name, e.message)
                     if tokens.expires_at > now and not refresh:
                         return tokens  # still valid; the scheduler tries again
+            if not may_login:
+                raise LoginRequired(
+                    f"login required for {identity.name}",
+                    f'this caller cannot wait for one; run "kubetray login {identity.name}"',
+                )
             login = st.login
             joined = False
             if login is None:

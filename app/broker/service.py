@@ -196,7 +196,9 @@ class Service:
             info = exec_credential.parse_exec_info(request.get("exec_info"))
             cluster = info.cluster.server if info.cluster else None
             opts = _resolve(
-                tuple(request.get("args") or ()), info.cluster.config if info.cluster else None
+                tuple(request.get("args") or ()),
+                info.cluster.config if info.cluster else None,
+                tuple(request.get("env") or ()),
             )
             identity_name = identity_for(opts).name
             conv = CallerConversation(
@@ -233,13 +235,18 @@ class Service:
 
 
 @functools.lru_cache(maxsize=256)
-def _resolve_cached(args: tuple[str, ...], config_json: str | None) -> options.HelperOptions:
-    return options.resolve(list(args), json.loads(config_json) if config_json else None)
+def _resolve_cached(
+    args: tuple[str, ...], config_json: str | None, env: tuple[str, ...]
+) -> options.HelperOptions:
+    environ = dict(item.partition("=")[::2] for item in env)
+    return options.resolve(list(args), json.loads(config_json) if config_json else None, environ)
 
 
-def _resolve(args: tuple[str, ...], config: dict[str, Any] | None) -> options.HelperOptions:
+def _resolve(
+    args: tuple[str, ...], config: dict[str, Any] | None, env: tuple[str, ...] = ()
+) -> options.HelperOptions:
     """options.resolve, memoized: kubectl sends the same arguments every time."""
-    return _resolve_cached(args, json.dumps(config, sort_keys=True) if config else None)
+    return _resolve_cached(args, json.dumps(config, sort_keys=True) if config else None, env)
 
 
 def _record_dict(rec: CallRecord) -> dict[str, Any]:
