@@ -60,9 +60,22 @@ def _timeout() -> float:
         return FRAME_TIMEOUT
 
 
-def ask_agent(request: bytes) -> int:
-    """One exchange with the agent, its answer printed; returns the exit code it decided."""
-    code, out, err = exchange(request)
+def exchange_starting_agent(
+    request: bytes, exec_info: str, args: list[str]
+) -> "tuple[int, str, str]":
+    """exchange(), starting the agent first when nobody answers (only then is launch imported)."""
+    try:
+        return exchange(request)
+    except AgentUnavailable:
+        from exec_helper.launch import start_agent
+
+        start_agent(exec_info, args)
+        return exchange(request)
+
+
+def print_answer(answer: "tuple[int, str, str]") -> int:
+    """Write the agent's stdout and stderr as given; return its exit code."""
+    code, out, err = answer
     if out:
         sys.stdout.buffer.write(out.encode("utf-8"))
         sys.stdout.flush()
@@ -146,13 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         }
     )
     try:
-        try:
-            return ask_agent(request)
-        except AgentUnavailable:
-            from exec_helper.launch import start_agent
-
-            start_agent(exec_info, args)
-            return ask_agent(request)
+        return print_answer(exchange_starting_agent(request, exec_info, args))
     except HelperError as e:
         return _fail(str(e))
     except KeyboardInterrupt:

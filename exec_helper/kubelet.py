@@ -122,7 +122,7 @@ def read_request(text: str) -> tuple[str, str]:
 
 def _token(args: list[str]) -> tuple[str, datetime | None]:
     """The identity's token and its expiry, from the agent (never starting a login)."""
-    from exec_helper.__main__ import exchange
+    from exec_helper.__main__ import exchange_starting_agent
 
     request = protocol.encode(
         {
@@ -135,17 +135,7 @@ def _token(args: list[str]) -> tuple[str, datetime | None]:
             "cwd": "/",
         }
     )
-    try:
-        code, out, err = exchange(request)
-    except HelperError as first:
-        from exec_helper.errors import AgentUnavailable
-
-        if not isinstance(first, AgentUnavailable):
-            raise
-        from exec_helper.launch import start_agent
-
-        start_agent(EXEC_INFO_V1, args)
-        code, out, err = exchange(request)
+    code, out, err = exchange_starting_agent(request, EXEC_INFO_V1, args)
     if code != 0:
         raise HelperError(err.strip() or "the kubetray agent refused")
     status = json.loads(out).get("status", {})

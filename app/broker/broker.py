@@ -225,13 +225,12 @@ class Broker:
             for st in self.logins.known():
                 entry = identities.setdefault(st.identity.key, {"name": st.identity.name})
                 tokens = st.tokens
+                blocked = bool(st.blocked_until and now < st.blocked_until)
                 if st.login is not None:
                     entry["state"] = "logging in"
                 elif tokens is not None and tokens.expires_at > now:
                     fresh = tokens.fresh(now, self.logins.margin)
                     entry["state"] = "ready" if fresh else "expiring"
-                elif st.blocked_until and now < st.blocked_until:
-                    entry["state"] = "needs login"
                 else:
                     entry["state"] = "needs login"
                 entry.update(
@@ -243,9 +242,7 @@ class Broker:
                     expires=tokens.expires_at.isoformat() if tokens else None,
                     refreshable=bool(tokens and tokens.refresh_token),
                     refreshes=st.refreshes,
-                    error=st.blocked_reason
-                    if st.blocked_until and now < st.blocked_until
-                    else entry.get("error"),
+                    error=st.blocked_reason if blocked else entry.get("error"),
                 )
                 entry.setdefault("calls", 0)
         return {

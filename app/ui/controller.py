@@ -84,7 +84,7 @@ class TrayController(QObject):
     progress = Signal(str, str)  # name, text
     device_code = Signal(str, str, str)  # name, user code, verification URI
     prompt = Signal(str, str, bool, object)  # name, text, secret, _Answer
-    notify = Signal(str, str, str)  # kind, title, text
+    notify = Signal(str, str, str, str)  # kind, identity name, title, text
     probed = Signal(object)  # Metadata or AppError
 
     def __init__(
@@ -132,11 +132,11 @@ class TrayController(QObject):
     def _on_finished(self, name: str, error: str) -> None:
         self.changed.emit()
         if error and self.settings.notify_failures:
-            self.notify.emit("failure", f"Login to {name} failed", error)
+            self.notify.emit("failure", name, f"Login to {name} failed", error)
 
     def _on_required(self, name: str, reason: str) -> None:
         if self.settings.notify_login_needed:
-            self.notify.emit("login", f"kubectl needs you to log in to {name}", reason)
+            self.notify.emit("login", name, f"kubectl needs you to log in to {name}", reason)
 
     def check_expiring(self) -> None:
         """Warn once per token when it expires within 10 minutes and cannot refresh."""
@@ -153,6 +153,7 @@ class TrayController(QObject):
                 self._warned_expiring.add(key)
                 self.notify.emit(
                     "expiring",
+                    st.identity.name,
                     f"{st.identity.name} expires in {int(left // 60)} min",
                     "It cannot refresh: log in again to keep working.",
                 )

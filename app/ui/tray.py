@@ -191,10 +191,10 @@ class TrayApp(QObject):
         answer.value = ask(None, name, text, secret)
         answer.ready.set()
 
-    def show_notification(self, kind: str, title: str, text: str) -> None:
+    def show_notification(self, kind: str, name: str, title: str, text: str) -> None:
         self.notifications.append((kind, title, text))
         if kind == "login":
-            self._clicked_login = title.rsplit(" ", 1)[-1]
+            self._clicked_login = name
         if self.tray is not None:
             self.tray.showMessage(title, text, icons.state_icon(self.state))
         elif self.status_window is not None:

@@ -193,7 +193,7 @@ def test_no_tray_shows_a_status_window(qtbot, parts) -> None:  # type: ignore[no
     view.timer.stop()
     assert view.status_window.isVisible()
     assert view.status_window.table.item(0, 0).text() == "dev"
-    view.show_notification("failure", "Login to x failed", "because")
+    view.show_notification("failure", "x", "Login to x failed", "because")
     assert "Login to x failed" in view.status_window.notice.text()
     view.shutdown()
     qtbot.wait(50)
