@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from app import __version__
+from app import __version__, cli_kubeconfig
 from app.errors import AgentNotRunning, AppError, CredentialError, UsageError
 
 
@@ -281,6 +281,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("forget", help="remove a stored credential from the keyring")
     p.add_argument("name")
     p.set_defaults(func=cmd_forget)
+
+    cli_kubeconfig.add_parsers(sub)
     return parser
 
 

@@ -4,6 +4,7 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from app.broker.broker import Broker, utcnow
 from app.broker.ipc_server import IPCServer, Listener
@@ -14,6 +15,9 @@ from app.store.keyring_store import KeyringSecretStore
 from app.store.secret_store import SecretStore
 from app.stored import StoredCredentials
 from exec_helper import paths
+
+if TYPE_CHECKING:
+    from app.kubeconfig.backups import Backups
 
 
 def secret_store() -> SecretStore:
@@ -26,6 +30,13 @@ def stored_credentials(store: SecretStore | None = None) -> StoredCredentials:
     return StoredCredentials(
         store or secret_store(), os.path.join(paths.config_dir(), "stored.json")
     )
+
+
+def kubeconfig_backups() -> "Backups":
+    """Backups of kubeconfig files: beside them, or in the keyring when they hold secrets."""
+    from app.kubeconfig.backups import Backups
+
+    return Backups(os.path.join(paths.state_dir(), "kubeconfig-backups.json"), secret_store)
 
 
 def listener() -> Listener:

@@ -1,94 +1,117 @@
-"""Write entries into a kubeconfig file: atomic replace, same mode, a timestamped backup.
+"""Change kubeconfig files safely: plan, show the diff, then apply under client-go's lock.
 
-Minimal on purpose (the kubeconfig issue makes it complete: the merged KUBECONFIG view,
-client-go's lock file, comments). Entries are replaced by name; everything else is kept.
+A change is a function that edits one file's parsed content in place. ``apply`` runs it again
+on the file's latest content while holding ``<file>.lock``, so an entry kubectl wrote between
+the plan and the write is kept. Each changed file is backed up first, then replaced atomically.
 """
 
-import os
-import shutil
-import time
+import copy
+import difflib
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
+from app.kubeconfig import files
+from app.kubeconfig.backups import Backup, Backups
+from app.kubeconfig.secrets import redacted
+from app.kubeconfig.view import View
 
-from app.errors import AppError
-
-
-def default_path() -> str:
-    """The first file of $KUBECONFIG, else ~/.kube/config (where kubectl writes)."""
-    env = os.environ.get("KUBECONFIG")
-    if env:
-        return env.split(os.pathsep)[0]
-    return os.path.join(os.path.expanduser("~"), ".kube", "config")
+Change = Callable[[dict[str, Any]], None]
 
 
-def _load(path: str) -> dict[str, Any]:
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = yaml.safe_load(f)
-    except FileNotFoundError:
-        return {"apiVersion": "v1", "kind": "Config", "preferences": {}}
-    except yaml.YAMLError as e:
-        raise AppError(f"{path} is not valid YAML: {e}", "fix the file, then try again") from None
-    if doc is None:
-        return {"apiVersion": "v1", "kind": "Config"}
-    if not isinstance(doc, dict):
-        raise AppError(f"{path} is not a kubeconfig (its top level is not a mapping)")
-    return doc
+@dataclass
+class Edit:
+    """The changes to make, per file (as the view names it)."""
+
+    changes: dict[str, list[Change]] = field(default_factory=dict)
+
+    def add(self, path: str, change: Change) -> None:
+        self.changes.setdefault(path, []).append(change)
+
+    def __bool__(self) -> bool:
+        return bool(self.changes)
 
 
-def _upsert(entries: list[dict[str, Any]], name: str, key: str, value: dict[str, Any]) -> None:
-    for entry in entries:
-        if entry.get("name") == name:
-            entry[key] = value
-            return
-    entries.append({"name": name, key: value})
+@dataclass(frozen=True)
+class Written:
+    """A file that was rewritten, and its backup (None when the file is new)."""
+
+    path: str
+    backup: Backup | None
 
 
-def add_exec_user(
-    path: str,
-    context: str,
-    server: str,
-    helper: str,
-    args: list[str],
-    ca_data: str | None = None,
-) -> str | None:
-    """Add (or replace) cluster, user and context ``context``; returns the backup's path."""
-    doc = _load(path)
-    cluster: dict[str, Any] = {"server": server}
-    if ca_data:
-        cluster["certificate-authority-data"] = ca_data
-    _upsert(doc.setdefault("clusters", []), context, "cluster", cluster)
-    _upsert(
-        doc.setdefault("users", []),
-        context,
-        "user",
-        {
-            "exec": {
-                "apiVersion": "client.authentication.k8s.io/v1",
-                "command": helper,
-                "args": args,
-                "interactiveMode": "IfAvailable",
-                "provideClusterInfo": True,
-                "installHint": "kubetray-exec comes with kubetray: install kubetray",
-            }
-        },
-    )
-    _upsert(
-        doc.setdefault("contexts", []), context, "context", {"cluster": context, "user": context}
-    )
-    doc.setdefault("current-context", context)
-    backup = None
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    mode = 0o600
-    if os.path.exists(path):
-        mode = os.stat(path).st_mode & 0o777
-        backup = f"{path}.kubetray-{time.strftime('%Y%m%d-%H%M%S')}.bak"
-        shutil.copy2(path, backup)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(
-        os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode), "w", encoding="utf-8"
-    ) as f:
-        yaml.safe_dump(doc, f, sort_keys=False)
-    os.replace(tmp, path)
-    return backup
+def _changed(data: dict[str, Any], changes: list[Change]) -> dict[str, Any]:
+    out = copy.deepcopy(data)
+    for change in changes:
+        change(out)
+    return out
+
+
+def diff(edit: Edit, view: View) -> str:
+    """A unified diff of what ``apply`` would write, with every secret redacted."""
+    by_path = {f.path: f for f in view.files}
+    chunks: list[str] = []
+    for path, changes in edit.changes.items():
+        f = by_path.get(path) or files.read(path)
+        after = _changed(f.data, changes)
+        if after == f.data:
+            continue
+        old = files.render(redacted(f.data)) if f.text is not None else ""
+        new = files.render(redacted(after))
+        chunks.extend(
+            difflib.unified_diff(
+                old.splitlines(keepends=True),
+                new.splitlines(keepends=True),
+                fromfile=path if f.text is not None else "/dev/null",
+                tofile=path,
+            )
+        )
+    return "".join(chunks)
+
+
+def apply(edit: Edit, backups: Backups, operation: str) -> list[Written]:
+    """Lock, re-read, change, back up and replace each file; return what was written."""
+    written = []
+    for path in sorted(edit.changes):
+        with files.locked(path):
+            f = files.read(path)
+            after = _changed(f.data, edit.changes[path])
+            if after == f.data and f.text is not None:
+                continue
+            backup = backups.save(f, operation) if f.text is not None else None
+            text = files.render(after, as_json=f.is_json)
+            files.write_atomic(f.real, text.encode("utf-8"), files.file_mode(f.real))
+            written.append(Written(path, backup))
+    return written
+
+
+def find(data: dict[str, Any], kind: str, name: str) -> dict[str, Any] | None:
+    """The first entry of ``kind`` called ``name`` in one file's content."""
+    entries = data.get(kind)
+    for entry in entries if isinstance(entries, list) else []:
+        if isinstance(entry, dict) and entry.get("name") == name:
+            return entry
+    return None
+
+
+def upsert(data: dict[str, Any], kind: str, name: str, value: dict[str, Any]) -> None:
+    """Set entry ``name``'s body (``cluster``, ``user`` or ``context``), adding it if missing."""
+    body, value = kind[:-1], copy.deepcopy(value)
+    entry = find(data, kind, name)
+    if entry is not None:
+        entry[body] = value
+        return
+    if not isinstance(data.get(kind), list):
+        data[kind] = []
+    data[kind].append({"name": name, body: value})
+
+
+def replace_user(user: str, expected: dict[str, Any], new: dict[str, Any]) -> Change:
+    """A change that sets ``user``'s body to ``new`` only if it still reads ``expected``."""
+
+    def change(data: dict[str, Any]) -> None:
+        entry = find(data, "users", user)
+        if entry is not None and entry.get("user") == expected:
+            entry["user"] = copy.deepcopy(new)
+
+    return change

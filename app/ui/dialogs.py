@@ -2,6 +2,7 @@
 
 import base64
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -23,6 +24,9 @@ from app import autostart, installation
 from app.errors import AppError
 from app.oidc.settings import Metadata
 from app.ui.controller import TrayController
+
+if TYPE_CHECKING:
+    from app.kubeconfig.setup import Setup
 
 
 def ask(parent: QWidget | None, name: str, text: str, secret: bool) -> str | None:
@@ -65,9 +69,9 @@ class AddClusterDialog(QDialog):
         self.issuer.setPlaceholderText("https://idp.example/realms/k8s")
         self.client_id = QLineEdit()
         self.scopes = QLineEdit("email groups")
-        from app.kubeconfig import edit  # yaml: only when someone adds a cluster
+        from app.kubeconfig import view  # yaml: only when someone adds a cluster
 
-        self.kubeconfig = QLineEdit(edit.default_path())
+        self.kubeconfig = QLineEdit(view.default_path())
         form.addRow("Context name", self.context)
         form.addRow("API server", self.server)
         form.addRow("Cluster CA (optional)", ca_row)
@@ -116,20 +120,25 @@ class AddClusterDialog(QDialog):
         self.found.setText(f"<b>{result.issuer}</b> supports:<ul>{rows}</ul>")
         self.buttons.button(QDialogButtonBox.StandardButton.Save).setEnabled(True)
 
-    def args(self) -> list[str]:
-        args = [
-            "get-token",
-            f"--oidc-issuer-url={self.issuer.text().strip()}",
-            f"--oidc-client-id={self.client_id.text().strip()}",
-        ]
+    def request(self, ca_data: str | None) -> "Setup":
+        """What to write: the form, plus offline_access when the provider offers it."""
+        from app.kubeconfig.setup import Setup
+
         scopes = self.scopes.text().replace(",", " ").split()
         if self.metadata and "offline_access" in self.metadata.scopes_supported:
             scopes.append("offline_access")
-        args += [f"--oidc-extra-scope={s}" for s in dict.fromkeys(scopes)]
-        return args
+        context = self.context.text().strip() or self.client_id.text().strip()
+        return Setup(
+            issuer=self.issuer.text().strip(),
+            client_id=self.client_id.text().strip(),
+            helper=installation.helper_path(),
+            scopes=tuple(scopes),
+            context=context,
+            server=self.server.text().strip(),
+            ca_data=ca_data,
+        )
 
     def save(self) -> None:
-        context = self.context.text().strip() or self.client_id.text().strip()
         ca_data = None
         if self.ca_file.text().strip():
             try:
@@ -137,17 +146,14 @@ class AddClusterDialog(QDialog):
             except OSError as e:
                 self.found.setText(f"<b>Cannot read the CA file:</b> {e.strerror}")
                 return
-        from app.kubeconfig import edit
+        from app import compose
+        from app.kubeconfig import edit, setup
+        from app.kubeconfig.view import View
 
         try:
-            edit.add_exec_user(
-                self.kubeconfig.text().strip(),
-                context,
-                self.server.text().strip(),
-                installation.helper_path(),
-                self.args(),
-                ca_data,
-            )
+            view = View.load([self.kubeconfig.text().strip()])
+            plan, _ = setup.plan(self.request(ca_data), view)
+            edit.apply(plan, compose.kubeconfig_backups(), "setup (Add cluster)")
         except AppError as e:
             self.found.setText(f"<b>Not written:</b> {e.one_line()}")
             return

@@ -1,0 +1,111 @@
+"""Timestamped backups of kubeconfig files, taken before each kubetray write.
+
+A file without secrets is copied beside itself (``config.kubetray-<time>.bak``, mode 0600). A
+file that holds a secret is copied into the secret store instead, so no kubetray backup ever
+leaves a token or key in plaintext (``kubetray secure`` would be pointless otherwise). A small
+non-secret journal in the state directory lists both kinds; ``kubetray backups`` shows it and
+restores from it. The newest KEEP backups of each file are kept.
+"""
+
+import contextlib
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+from app import jsonfile
+from app.errors import AppError
+from app.kubeconfig import files
+from app.kubeconfig.files import KubeconfigFile
+from app.kubeconfig.secrets import has_secrets
+from app.store.secret_store import SecretStore
+
+KEEP = 5
+ON_DISK = "file"
+IN_STORE = "keyring"
+_STORE_PREFIX = "kubeconfig-backup/"
+
+
+@dataclass(frozen=True)
+class Backup:
+    """One backup: of which file, when, by which operation, and where it is."""
+
+    id: str
+    file: str
+    time: str
+    operation: str
+    where: str
+    """``file`` or ``keyring``."""
+    ref: str
+    """The backup file's path, or the secret store key."""
+
+
+class Backups:
+    """Take, list and restore backups."""
+
+    def __init__(self, journal: str, store: Callable[[], SecretStore]) -> None:
+        self._journal = journal
+        self._store_factory = store
+        self._store: SecretStore | None = None
+
+    def _secret_store(self) -> SecretStore:
+        if self._store is None:
+            self._store = self._store_factory()
+        return self._store
+
+    def entries(self, file: str | None = None) -> list[Backup]:
+        """Oldest first; only those of ``file`` when given."""
+        doc = jsonfile.load(self._journal)
+        rows = doc.get("backups") if isinstance(doc, dict) else None
+        out = [Backup(**row) for row in rows or [] if isinstance(row, dict)]
+        return [b for b in out if file is None or b.file == file]
+
+    def _write_journal(self, backups: list[Backup]) -> None:
+        body = json.dumps({"version": 1, "backups": [asdict(b) for b in backups]}, indent=2)
+        files.write_atomic(self._journal, body.encode() + b"\n", 0o600)
+
+    def save(self, f: KubeconfigFile, operation: str) -> Backup:
+        """Back up ``f`` as it was read (its text must exist) before it is replaced."""
+        assert f.text is not None
+        stamp = time.strftime("%Y%m%d-%H%M%S") + f"-{time.time_ns() % 1_000_000_000:09d}"
+        raw = f.text.encode("utf-8")
+        if has_secrets(f.data):
+            key = f"{_STORE_PREFIX}{f.real}/{stamp}"
+            self._secret_store().set(key, raw)
+            backup = Backup(stamp, f.real, _iso_now(), operation, IN_STORE, key)
+        else:
+            path = f"{f.real}.kubetray-{stamp}.bak"
+            files.write_atomic(path, raw, 0o600)
+            backup = Backup(stamp, f.real, _iso_now(), operation, ON_DISK, path)
+        every = [*self.entries(), backup]
+        mine = [b for b in every if b.file == f.real]
+        for old in mine[:-KEEP]:
+            self._discard(old)
+            every.remove(old)
+        self._write_journal(every)
+        return backup
+
+    def _discard(self, backup: Backup) -> None:
+        with contextlib.suppress(OSError, AppError):
+            if backup.where == IN_STORE:
+                self._secret_store().delete(backup.ref)
+            else:
+                os.unlink(backup.ref)
+
+    def content(self, backup: Backup) -> bytes:
+        """The backed-up bytes; AppError when they are gone."""
+        try:
+            if backup.where == IN_STORE:
+                data = self._secret_store().get(backup.ref)
+                if data is None:
+                    raise FileNotFoundError
+                return data
+            with open(backup.ref, "rb") as f:
+                return f.read()
+        except FileNotFoundError:
+            raise AppError(f"backup {backup.id} of {backup.file} no longer exists") from None
+
+
+def _iso_now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
