@@ -232,6 +232,25 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from app import compose, doctor
+    from app.broker import client
+
+    failed = 0
+    for check in doctor.run(
+        [args.kubeconfig] if args.kubeconfig else None,
+        lambda: client.call_json("status"),
+        lambda: compose.secret_store(timeout=doctor.KEYRING_TIMEOUT),
+    ):
+        print(f"{'ok  ' if check.ok else 'FAIL'}  {check.name}: {check.detail}", flush=True)
+        if not check.ok:
+            failed += 1
+            if check.remedy:
+                print(f"      fix: {check.remedy}")
+    print(f"{failed} problem(s) found" if failed else "all checks passed")
+    return 1 if failed else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """kubetray's commands."""
     parser = argparse.ArgumentParser(
@@ -283,6 +302,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_forget)
 
     cli_kubeconfig.add_parsers(sub)
+
+    p = sub.add_parser("doctor", help="check kubeconfig, helper, agent, keyring and providers")
+    p.add_argument("--kubeconfig", metavar="FILE", help="this file instead of $KUBECONFIG")
+    p.set_defaults(func=cmd_doctor)
     return parser
 
 

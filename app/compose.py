@@ -20,9 +20,12 @@ if TYPE_CHECKING:
     from app.kubeconfig.backups import Backups
 
 
-def secret_store() -> SecretStore:
+def secret_store(timeout: float | None = None) -> SecretStore:
     """The OS keyring, with sealed files under the config directory."""
-    return KeyringSecretStore(sealed_dir=os.path.join(paths.config_dir(), "secrets"))
+    sealed = os.path.join(paths.config_dir(), "secrets")
+    if timeout is None:
+        return KeyringSecretStore(sealed_dir=sealed)
+    return KeyringSecretStore(sealed_dir=sealed, timeout=timeout)
 
 
 def stored_credentials(store: SecretStore | None = None) -> StoredCredentials:

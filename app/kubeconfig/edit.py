@@ -80,6 +80,8 @@ def apply(edit: Edit, backups: Backups, operation: str) -> list[Written]:
                 continue
             backup = backups.save(f, operation) if f.text is not None else None
             text = files.render(after, as_json=f.is_json)
+            if f.text and "\r\n" in f.text:
+                text = text.replace("\n", "\r\n")  # a file edited on Windows stays CRLF
             files.write_atomic(f.real, text.encode("utf-8"), files.file_mode(f.real))
             written.append(Written(path, backup))
     return written

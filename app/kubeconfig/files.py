@@ -108,7 +108,7 @@ def read(path: str) -> KubeconfigFile:
     """Read ``path``; a missing file reads as an empty kubeconfig."""
     real = os.path.realpath(path)
     try:
-        with open(real, encoding="utf-8-sig") as f:
+        with open(real, encoding="utf-8-sig", newline="") as f:
             text: str | None = f.read()
     except FileNotFoundError:
         text = None
@@ -179,12 +179,7 @@ def _remove_if_stale(lock: str) -> bool:
         return False
     if len(words) != 3 or words[0] != b"kubetray" or words[2].decode() != socket.gethostname():
         return False
-    try:
-        os.kill(int(words[1]), 0)
-        return False
-    except ProcessLookupError:
-        pass
-    except (PermissionError, ValueError):
+    if not words[1].isdigit() or _alive(int(words[1])):
         return False
     with contextlib.suppress(FileNotFoundError):
         os.unlink(lock)
@@ -219,10 +214,33 @@ def write_atomic(path: str, content: bytes, mode: int) -> None:
             os.close(fd)
         os.replace(tmp, path)
         _fsync_dir(directory)
+        _remove_orphans(directory, os.path.basename(path))
     except OSError as e:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise KubeconfigError(f"cannot write {path}: {e.strerror}") from None
+
+
+def _remove_orphans(directory: str, name: str) -> None:
+    """Temporary files that a killed kubetray left beside ``name``."""
+    prefix = f".{name}.kubetray-"
+    for entry in os.listdir(directory):
+        if not (entry.startswith(prefix) and entry.endswith(".tmp")):
+            continue
+        pid = entry[len(prefix) : -len(".tmp")]
+        if pid.isdigit() and not _alive(int(pid)):
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(directory, entry))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        pass
+    return True
 
 
 def file_mode(path: str) -> int:

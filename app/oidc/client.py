@@ -4,6 +4,7 @@ Every grant goes through authlib's OAuth2Session (PKCE S256, state, nonce); id_t
 verified with joserfc against the provider's JWKS (signature, iss, aud, exp, nonce).
 """
 
+import email.utils
 import ssl
 import threading
 import time
@@ -73,6 +74,9 @@ class OIDCClient:
         return session
 
     def _get_json(self, url: str) -> dict[str, Any]:
+        return self._get(url)[0]
+
+    def _get(self, url: str) -> tuple[dict[str, Any], str | None]:
         with self._session() as session:
             try:
                 response = session.get(url, timeout=TIMEOUT, withhold_token=True)
@@ -82,7 +86,15 @@ class OIDCClient:
                 raise LoginError(f"cannot reach the provider at {url}: {e}") from None
         if not isinstance(doc, dict):
             raise LoginError(f"{url} did not return a JSON object")
-        return doc
+        return doc, response.headers.get("Date")
+
+    def server_time(self) -> datetime | None:
+        """The provider's clock, from its Date header (None when it sends none)."""
+        _, date = self._get(self.settings.issuer + "/.well-known/openid-configuration")
+        try:
+            return email.utils.parsedate_to_datetime(date) if date else None
+        except (TypeError, ValueError):
+            return None
 
     def metadata(self) -> Metadata:
         """The provider's discovery document (fetched once)."""

@@ -1,6 +1,7 @@
 // The real OpenID Provider for kubetray's tests: npm oidc-provider on 127.0.0.1, port 0.
 // Prints one JSON line {"issuer": ...} when ready. Settings come as one JSON argument:
-//   {"ttl": {"AccessToken": 60, "IdToken": 60, ...}, "extraClients": [...], "password": true}
+//   {"ttl": {"AccessToken": 60, "IdToken": 60, ...}, "extraClients": [...], "password": true,
+//    "dateSkew": 300}
 // Logins use oidc-provider's devInteractions pages: any login name, any password.
 import { generateKeyPairSync } from 'node:crypto';
 import http from 'node:http';
@@ -113,6 +114,9 @@ provider.on('grant.revoked', () => { counts.revoked = (counts.revoked || 0) + 1;
 
 const callback = provider.callback();
 server.on('request', (req, res) => {
+  if (settings.dateSkew) {  // a provider whose clock is off by dateSkew seconds
+    res.setHeader('date', new Date(Date.now() + settings.dateSkew * 1000).toUTCString());
+  }
   if (req.url === '/test/counts') {
     res.setHeader('content-type', 'application/json');
     res.end(JSON.stringify(counts));

@@ -1,0 +1,288 @@
+"""``kubetray doctor``: each dependency checked once, with a line and a remedy each.
+
+Checks the kubeconfig files, the helper every kubetray user runs, the agent, the keyring (with
+a timeout: a locked or absent keyring never hangs it), each OIDC provider's discovery and
+capabilities, the clock against each provider's Date header, and the proxy and CA settings.
+Nothing secret is printed: a user's flags are read, never shown.
+"""
+
+import os
+import shutil
+import socket
+import ssl
+import subprocess
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+from app import __version__
+from app.errors import AppError
+from app.kubeconfig.files import KubeconfigError
+from app.kubeconfig.view import View
+from app.oidc.client import CLOCK_SKEW, OIDCClient
+from app.oidc.settings import OIDCSettings
+from app.store.secret_store import SecretStore
+from exec_helper import options
+from exec_helper.options import OptionsError
+
+HELPER_TIMEOUT = 5.0
+KEYRING_TIMEOUT = 5.0
+EXEC_EXTENSION = "client.authentication.k8s.io/exec"
+
+
+@dataclass(frozen=True)
+class Check:
+    """One line of the report."""
+
+    name: str
+    ok: bool
+    detail: str
+    remedy: str | None = None
+
+
+@dataclass(frozen=True)
+class KubetrayUser:
+    """A kubeconfig user that runs kubetray-exec, with the settings it resolves to."""
+
+    file: str
+    name: str
+    command: str
+    opts: list[options.HelperOptions]
+
+
+def is_helper(command: object) -> bool:
+    name = os.path.basename(str(command).replace("\\", "/")).lower()
+    return name in ("kubetray-exec", "kubetray-exec.exe")
+
+
+def kubetray_users(view: View) -> Iterator[KubetrayUser]:
+    """The users kubectl sees that run kubetray-exec, each with its per-context settings."""
+    contexts = [e.get("context") for _, e in view.merged("contexts")]
+    for f, entry in view.merged("users"):
+        body = entry.get("user")
+        exec_ = body.get("exec") if isinstance(body, dict) else None
+        if not isinstance(exec_, dict) or not is_helper(exec_.get("command")):
+            continue
+        args = [str(a) for a in exec_.get("args") or []]
+        configs: list[dict[str, Any]] = [{}]
+        for ctx in contexts:
+            if isinstance(ctx, dict) and ctx.get("user") == entry["name"]:
+                configs.append(_extension(view, ctx.get("cluster")))
+        opts = []
+        for config in configs:
+            try:
+                opts.append(options.resolve(args, config))
+            except OptionsError:
+                continue
+        yield KubetrayUser(f.path, str(entry["name"]), str(exec_["command"]), opts)
+
+
+def _extension(view: View, cluster: object) -> dict[str, Any]:
+    entry = view.get("clusters", str(cluster))
+    body = entry.get("cluster") if entry else None
+    for ext in body.get("extensions") or [] if isinstance(body, dict) else []:
+        if isinstance(ext, dict) and ext.get("name") == EXEC_EXTENSION:
+            value = ext.get("extension")
+            return value if isinstance(value, dict) else {}
+    return {}
+
+
+def check_files(view: View) -> Iterator[Check]:
+    for f in view.files:
+        name = f"kubeconfig {f.path}"
+        if f.text is None:
+            yield Check(name, True, "does not exist yet (kubectl and kubetray create it)")
+            continue
+        directory = os.path.dirname(f.real) or "."
+        if not os.access(f.real, os.W_OK) or not os.access(directory, os.W_OK):
+            yield Check(
+                name, False, "readable, not writable", f"fix its permissions: chmod u+w {f.real}"
+            )
+        elif os.path.exists(f.path + ".lock"):
+            yield Check(
+                name,
+                False,
+                f"locked ({f.path}.lock exists): kubectl config commands will fail",
+                f"if no kubectl or kubetray is writing it, delete {f.path}.lock",
+            )
+        else:
+            yield Check(name, True, "readable and writable")
+
+
+def check_helper(user: KubetrayUser) -> Check:
+    name = f"helper of user {user.name}"
+    command = user.command
+    path = command if os.path.isabs(command) else shutil.which(command)
+    if not path or not os.path.isfile(path) or not os.access(path, os.X_OK):
+        return Check(
+            name,
+            False,
+            f"{command} does not exist or is not executable",
+            "point kubeconfig at the installed helper: kubetray setup (or kubetray import) "
+            "writes its absolute path",
+        )
+    try:
+        done = subprocess.run(
+            [path, "--version"],
+            capture_output=True,
+            text=True,
+            timeout=HELPER_TIMEOUT,
+            check=False,
+        )
+        version = done.stdout.strip()
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return Check(name, False, f"{path} does not run: {e}", "reinstall kubetray")
+    if done.returncode != 0 or "kubetray-exec" not in version:
+        return Check(name, False, f"{path} is not kubetray-exec", "reinstall kubetray")
+    if not os.path.isabs(command):
+        return Check(
+            name,
+            False,
+            f"found on PATH as {path}; apps started from the desktop (Lens, IDEs) may not find it",
+            f"use the absolute path: command: {path}",
+        )
+    note = "" if __version__ in version else f" (this kubetray is {__version__})"
+    return Check(name, True, f"{path}: {version}{note}")
+
+
+def check_agent(status: Callable[[], dict[str, Any]]) -> Check:
+    try:
+        doc = status()
+    except AppError as e:
+        return Check(
+            "agent",
+            False,
+            e.message,
+            "start kubetray (the tray app) or kubetray agent; kubetray-exec also starts it",
+        )
+    agent = doc.get("agent") or {}
+    return Check(
+        "agent", True, f"running (pid {agent.get('pid')}, kubetray {agent.get('version')})"
+    )
+
+
+def check_keyring(store: Callable[[], SecretStore]) -> Check:
+    key = "doctor/probe"
+    try:
+        s = store()
+        s.set(key, b"kubetray doctor")
+        same = s.get(key) == b"kubetray doctor"
+        s.delete(key)
+    except AppError as e:
+        return Check("keyring", False, e.message, e.hint)
+    if not same:
+        return Check("keyring", False, "what was written did not read back", "check the keyring")
+    return Check("keyring", True, "writes, reads and deletes")
+
+
+def check_provider(settings: OIDCSettings, now: Callable[[], datetime]) -> Iterator[Check]:
+    name = f"provider {settings.issuer}"
+    client = OIDCClient(settings, now)
+    try:
+        meta = client.metadata()
+        server = client.server_time()
+    except AppError as e:
+        yield Check(
+            name,
+            False,
+            e.message,
+            e.hint or "check the issuer URL, the network, the proxy and the CA settings",
+        )
+        return
+    has = [
+        ("PKCE", "S256" in meta.code_challenge_methods_supported),
+        ("device code", bool(meta.device_authorization_endpoint)),
+        ("refresh (offline_access)", "offline_access" in meta.scopes_supported),
+        ("revocation", bool(meta.revocation_endpoint)),
+    ]
+    found = ", ".join(f"{what} {'yes' if ok else 'no'}" for what, ok in has)
+    if not has[0][1] and meta.code_challenge_methods_supported:
+        yield Check(name, False, found, "the provider must offer PKCE S256 for browser logins")
+    else:
+        yield Check(name, True, found)
+    if server is None:
+        yield Check(f"clock vs {settings.issuer}", True, "the provider sends no Date header")
+        return
+    skew = (now() - server).total_seconds()
+    line = f"{abs(skew):.0f} s {'ahead of' if skew > 0 else 'behind'} the provider"
+    if abs(skew) > CLOCK_SKEW:
+        yield Check(
+            f"clock vs {settings.issuer}",
+            False,
+            f"this machine's clock is {line}: its tokens will look expired or not yet valid",
+            "turn on time synchronisation (e.g. timedatectl set-ntp true)",
+        )
+    else:
+        yield Check(f"clock vs {settings.issuer}", True, f"within {CLOCK_SKEW} s ({line})")
+
+
+def _proxy_env() -> dict[str, str]:
+    names = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy")
+    return {n: os.environ[n] for n in names if os.environ.get(n)}
+
+
+def check_network(ca_files: set[str]) -> Iterator[Check]:
+    env = _proxy_env()
+    proxy = env.get("HTTPS_PROXY") or env.get("https_proxy")
+    if not proxy:
+        yield Check("proxy", True, "none set (HTTPS_PROXY): direct connections")
+    else:
+        where = urlsplit(proxy if "://" in proxy else "http://" + proxy)
+        shown = f"{where.hostname}:{where.port or 80}"  # never the proxy's user:password
+        try:
+            socket.create_connection((where.hostname or "", where.port or 80), timeout=5).close()
+            no = env.get("NO_PROXY") or env.get("no_proxy") or "-"
+            yield Check("proxy", True, f"HTTPS_PROXY {shown} answers; NO_PROXY {no}")
+        except OSError as e:
+            yield Check(
+                "proxy",
+                False,
+                f"HTTPS_PROXY {shown} does not answer: {e.strerror or e}",
+                "fix HTTPS_PROXY, or unset it",
+            )
+    try:
+        stats = ssl.create_default_context().cert_store_stats()
+        yield Check("system CAs", True, f"{stats.get('x509_ca', 0)} trusted CA certificates")
+    except ssl.SSLError as e:
+        yield Check("system CAs", False, str(e), "reinstall the ca-certificates package")
+    for path in sorted(ca_files):
+        try:
+            ssl.create_default_context().load_verify_locations(cafile=path)
+            yield Check(f"CA file {path}", True, "readable PEM (added to the system trust)")
+        except (OSError, ssl.SSLError) as e:
+            yield Check(f"CA file {path}", False, f"unusable: {e}", "fix --certificate-authority")
+
+
+def run(
+    view_paths: list[str] | None,
+    status: Callable[[], dict[str, Any]],
+    store: Callable[[], SecretStore],
+    now: Callable[[], datetime] = lambda: datetime.now(UTC),
+) -> Iterator[Check]:
+    """Every check, in the order a person would fix them."""
+    try:
+        view = View.load(view_paths)
+    except KubeconfigError as e:
+        yield Check("kubeconfig", False, e.message, e.hint)
+        view = View([])
+    yield from check_files(view)
+    users = list(kubetray_users(view))
+    if not users:
+        yield Check("kubetray users", True, "none in the kubeconfig yet (kubetray setup adds one)")
+    for user in users:
+        yield check_helper(user)
+    yield check_agent(status)
+    yield check_keyring(store)
+    providers: dict[tuple[str, str], OIDCSettings] = {}
+    ca_files: set[str] = set()
+    for user in users:
+        for opts in user.opts:
+            if opts.oidc_issuer_url and opts.oidc_client_id:
+                s = OIDCSettings.from_options(opts)
+                providers.setdefault((s.issuer, s.client_id), s)
+                ca_files.update(s.ca_files)
+    for settings in providers.values():
+        yield from check_provider(settings, now)
+    yield from check_network(ca_files)
