@@ -323,5 +323,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if e.hint:
             print(f"hint: {e.hint}", file=sys.stderr)
         return e.exit_code
+    except OSError as e:  # a file or device failed under us: one line, never a traceback
+        if args.verbose:
+            raise
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130

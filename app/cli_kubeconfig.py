@@ -81,7 +81,7 @@ def cmd_setup(args: argparse.Namespace) -> int:
         user=args.user,
         in_extension=args.per_cluster,
     )
-    view = View.load(_paths(args))
+    view = View.load(_paths(args), lock=True)
     edit, context = setup.plan(request, view)
     if _review(view, edit, args, f"write context {context}"):
         _write(edit, "setup")
@@ -94,7 +94,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     imports = Records(store, records.IMPORTS)
     if args.undo:
         return _undo(args, imports)
-    view = View.load(_paths(args))
+    view = View.load(_paths(args), lock=True)
     edit, changes, skipped = migrate.plan(view, installation.helper_path())
     for s in skipped:
         _warn(f"left {s.user} in {s.file} as it is: {s.reason}")
@@ -113,7 +113,7 @@ def _undo(args: argparse.Namespace, imports: Records) -> int:
     if not batches:
         raise UsageError("there is no import to undo")
     batch = batches[-1]
-    view = View.load(sorted({c.file for c in batch}))
+    view = View.load(sorted({c.file for c in batch}), lock=True)
     kept = [c for c in batch if not records.still_as_written(view, c)]
     for c in kept:
         _warn(f"left {c.user} in {c.file} as it is: it changed since the import")
@@ -129,7 +129,7 @@ def cmd_secure(args: argparse.Namespace) -> int:
     store = compose.secret_store()
     creds = compose.stored_credentials(store)
     now = datetime.now(UTC)
-    view = View.load(_paths(args))
+    view = View.load(_paths(args), lock=True)
     taken = {c.name for c in creds.list()}
     edit, moves, skipped = secure.plan(
         view, None if args.all else args.users, installation.helper_path(), taken, now
@@ -181,14 +181,14 @@ def cmd_unsecure(args: argparse.Namespace) -> int:
     for c in chosen:
         cred = creds.load(c.stored) if c.stored else None
         restore.append(secure.restorable(c, cred))
-    view = View.load(sorted({c.file for c in chosen}))
+    view = View.load(sorted({c.file for c in chosen}), lock=True)
     for c in chosen:
         if not records.still_as_written(view, c):
             _warn(f"left {c.user} in {c.file} as it is: it changed since kubetray secured it")
     if not _review(view, records.undo(restore), args, "put the secrets back"):
         return 0
     _write(records.undo(restore), "unsecure")
-    view = View.load(sorted({c.file for c in chosen}))
+    view = View.load(sorted({c.file for c in chosen}), lock=True)
     done = []
     for c in restore:
         f = next(f for f in view.files if f.path == c.file)
@@ -220,7 +220,7 @@ def cmd_backups(args: argparse.Namespace) -> int:
             data.clear()
             data.update(files.parse(b.file, content))
 
-        view = View.load([b.file])
+        view = View.load([b.file], lock=True)
         edit = Edit()
         edit.add(b.file, put_back)
         if _review(view, edit, args, f"restore {b.file} as of {b.time}"):

@@ -8,6 +8,7 @@ restores from it. The newest KEEP backups of each file are kept.
 """
 
 import contextlib
+import glob
 import json
 import os
 import time
@@ -84,6 +85,12 @@ class Backups:
             self._discard(old)
             every.remove(old)
         self._write_journal(every)
+        # Backup files a killed kubetray wrote but never listed go too, oldest first.
+        listed = {b.ref for b in every}
+        strays = sorted(glob.glob(glob.escape(f.real) + ".kubetray-*.bak"))
+        for path in [p for p in strays if p not in listed][: max(0, len(strays) - KEEP)]:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
         return backup
 
     def _discard(self, backup: Backup) -> None:

@@ -48,8 +48,16 @@ class View:
     files: list[KubeconfigFile]
 
     @classmethod
-    def load(cls, paths: list[str] | None = None) -> "View":
-        return cls([files.read(p) for p in (paths or default_paths())])
+    def load(cls, paths: list[str] | None = None, lock: bool = False) -> "View":
+        """Read the files; with ``lock``, each under its lock (kubectl's writes are not atomic)."""
+        out = []
+        for path in paths or default_paths():
+            if lock and os.path.exists(path):
+                with files.locked(path):
+                    out.append(files.read(path))
+            else:
+                out.append(files.read(path))
+        return cls(out)
 
     def holder(self, kind: str, name: str) -> KubeconfigFile | None:
         """The file whose entry kubectl uses for ``name``."""

@@ -151,7 +151,7 @@ class AddClusterDialog(QDialog):
         from app.kubeconfig.view import View
 
         try:
-            view = View.load([self.kubeconfig.text().strip()])
+            view = View.load([self.kubeconfig.text().strip()], lock=True)
             plan, _ = setup.plan(self.request(ca_data), view)
             edit.apply(plan, compose.kubeconfig_backups(), "setup (Add cluster)")
         except AppError as e:
