@@ -66,7 +66,7 @@ def test_sigkill_at_random_points_never_loses_the_file(tmp_path: Path) -> None:
         )
         assert child.stdout is not None
         lines: list[str] = []
-        reader = threading.Thread(target=lambda: lines.extend(child.stdout))  # type: ignore[arg-type]
+        reader = threading.Thread(target=lines.extend, args=(child.stdout,))
         reader.start()
         time.sleep(0.25 + rng.random() * 0.4)  # past start-up, somewhere among the writes
         child.send_signal(signal.SIGKILL)
@@ -105,7 +105,7 @@ def test_a_lock_kubectl_holds_is_waited_for_then_reported(tmp_path: Path) -> Non
     config.write_text("apiVersion: v1\nkind: Config\n")
     (tmp_path / "config.lock").write_bytes(b"")  # what client-go leaves while it writes
     with (
-        pytest.raises(files.KubeconfigError, match="config.lock"),
+        pytest.raises(files.KubeconfigError, match=r"config\.lock"),
         files.locked(str(config), wait=0.3),
     ):
         pass
