@@ -1,7 +1,6 @@
 """The kubetray command line: the one place that prints to a console and picks exit codes."""
 
 import argparse
-import contextlib
 import json
 import sys
 from collections.abc import Callable, Sequence
@@ -20,14 +19,6 @@ def _read(path: str, what: str) -> bytes:
             return f.read()
     except OSError as e:
         raise UsageError(f"cannot read the {what} {path}: {e.strerror}") from None
-
-
-def _notify_agent(name: str) -> None:
-    """Tell a running agent to drop its copy; no agent is fine."""
-    from app.broker import client
-
-    with contextlib.suppress(AppError):
-        client.call("invalidate", name=name)
 
 
 def cmd_app(_args: argparse.Namespace) -> int:
@@ -68,6 +59,7 @@ def cmd_agent(_args: argparse.Namespace) -> int:
 
 def cmd_store(args: argparse.Namespace) -> int:
     from app import compose, stored
+    from app.broker import client
 
     now = datetime.now(UTC)
     if args.token_file and (args.client_certificate or args.client_key):
@@ -91,7 +83,7 @@ def cmd_store(args: argparse.Namespace) -> int:
             "give --token-file FILE, or --client-certificate FILE and --client-key FILE",
         )
     compose.stored_credentials().save(cred, now)
-    _notify_agent(cred.name)
+    client.invalidate(cred.name)
     expiry = f", valid until {cred.not_after:%Y-%m-%d %H:%M} UTC" if cred.not_after else ""
     print(f"stored {cred.name} ({cred.kind}{expiry}) in the OS keyring")
     print(f"kubeconfig: user.exec.command kubetray-exec, args [--stored, {cred.name}]")
@@ -100,12 +92,13 @@ def cmd_store(args: argparse.Namespace) -> int:
 
 def cmd_forget(args: argparse.Namespace) -> int:
     from app import compose
+    from app.broker import client
 
     if not compose.stored_credentials().remove(args.name):
         raise CredentialError(
             f"no stored credential named {args.name!r}", "kubetray status lists them"
         )
-    _notify_agent(args.name)
+    client.invalidate(args.name)
     print(f"forgot {args.name}")
     return 0
 

@@ -7,6 +7,7 @@ import sys
 from datetime import UTC, datetime
 
 from app import compose, installation
+from app.broker import client
 from app.errors import AppError, UsageError
 from app.kubeconfig import edit as edits
 from app.kubeconfig import migrate, records, secure, setup
@@ -145,6 +146,7 @@ def cmd_secure(args: argparse.Namespace) -> int:
     before = secured.batches()
     for m in moves:  # secrets first: a crash before the write leaves the kubeconfig as it was
         creds.save(m.credential, now)
+        client.invalidate(m.credential.name)
     secured.push([m.change for m in moves])
     try:
         _write(edit, "secure")
@@ -196,6 +198,7 @@ def cmd_unsecure(args: argparse.Namespace) -> int:
         if entry is not None and entry.get("user") == c.before:
             if c.stored:
                 creds.remove(c.stored)
+                client.invalidate(c.stored)
             done.append((c.file, c.user))
     secured.save(
         [[c for c in batch if (c.file, c.user) not in done] for batch in secured.batches()]

@@ -1,5 +1,6 @@
 """Asking the running agent from kubetray's own commands (status, store, forget)."""
 
+import contextlib
 import json
 import sys
 from typing import Any
@@ -47,6 +48,12 @@ def call(op: str, *, talk: bool = False, **fields: Any) -> dict[str, Any]:
                 conn.sendall(protocol.frame(answer(doc)))
     finally:
         conn.close()
+
+
+def invalidate(name: str) -> None:
+    """Tell a running agent to drop its copy of a stored credential; no agent is fine."""
+    with contextlib.suppress(AppError):
+        call("invalidate", name=name)
 
 
 def call_json(op: str, **fields: Any) -> dict[str, Any]:
