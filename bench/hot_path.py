@@ -89,9 +89,18 @@ def main() -> int:
     )
     parser.add_argument("-n", type=int, default=30, help="rounds (default 30)")
     parser.add_argument("--kubectl", default="1.33", help="kubectl version (default 1.33)")
+    parser.add_argument(
+        "--helper", default=str(ROOT / ".venv" / "bin" / "kubetray-exec"), help="kubetray-exec"
+    )
+    parser.add_argument(
+        "--kubetray", default=str(ROOT / ".venv" / "bin" / "kubetray"), help="kubetray"
+    )
+    parser.add_argument(
+        "--python", default=None, help="bare interpreter to compare (default: the launcher's)"
+    )
     args = parser.parse_args()
 
-    helper = ROOT / ".venv" / "bin" / "kubetray-exec"
+    helper = Path(args.helper).resolve()
     kubectl = kubectl_binaries().get(args.kubectl)
     gke = shutil.which("gke-gcloud-auth-plugin")
     if not helper.exists() or not kubectl:
@@ -118,7 +127,7 @@ def main() -> int:
         )
     )
     subprocess.run(
-        [str(ROOT / ".venv/bin/kubetray"), "store", "bench", "--token-file", str(work / "token")],
+        [args.kubetray, "store", "bench", "--token-file", str(work / "token")],
         env=env,
         check=True,
         capture_output=True,
@@ -172,10 +181,11 @@ def main() -> int:
         alone: dict[str, list[float]] = {}
         helper_env = dict(env, KUBERNETES_EXEC_INFO=EXEC_INFO)
         # the interpreter the installed launcher runs (its shebang), not whatever is on PATH
-        interpreter = helper.read_text().splitlines()[0][2:].split()[0]
+        interpreter = args.python or helper.read_text().splitlines()[0][2:].split()[0]
         processes = {
             f"{interpreter} -IS (bare)": [interpreter, "-IS", "-c", "pass"],
             "cat (the floor)": ["cat", str(cred_file)],
+            "kubetray-exec --version (start-up)": [str(helper), "--version"],
             "kubetray-exec (cached path)": [str(helper), "--stored", "bench"],
         }
         if gke:
@@ -197,7 +207,7 @@ def main() -> int:
         with contextlib.suppress(ValueError, ProcessLookupError):
             os.kill(int(pid_file.read_text().strip()), 15)
     subprocess.run(
-        [str(ROOT / ".venv/bin/kubetray"), "forget", "bench"],
+        [args.kubetray, "forget", "bench"],
         env=env,
         check=False,
         capture_output=True,

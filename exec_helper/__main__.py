@@ -137,6 +137,9 @@ def main(argv: list[str] | None = None) -> int:
         from exec_helper.kubelet import run_provider
 
         return run_provider(args[1:])
+    if args == ["--version"]:  # on the hot path: installers and doctor ask it
+        sys.stdout.write(f"kubetray-exec {protocol.VERSION}\n")
+        return 0
     if "-h" in args or "--help" in args or "--version" in args:
         from exec_helper.launch import print_help
 

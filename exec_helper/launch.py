@@ -10,12 +10,11 @@ import subprocess
 import sys
 import time
 
-from exec_helper import paths
+from exec_helper import paths, protocol
 from exec_helper.errors import AgentUnavailable, HelperError
 from exec_helper.exec_credential import ExecInfoError, parse_exec_info
 from exec_helper.options import OptionsError, build_parser, resolve
 
-VERSION = "0.1.0"
 START_TIMEOUT = 10.0
 """An agent's start-up is a second or two; a loaded machine may take longer."""
 
@@ -23,7 +22,7 @@ START_TIMEOUT = 10.0
 def print_help(args: list[str]) -> int:
     """``--help`` and ``--version``."""
     if "--version" in args:
-        sys.stdout.write(f"kubetray-exec {VERSION}\n")
+        sys.stdout.write(f"kubetray-exec {protocol.VERSION}\n")
     else:
         build_parser().print_help(sys.stdout)
     return 0

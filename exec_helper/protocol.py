@@ -31,6 +31,8 @@ except ImportError:  # pragma: no cover - CPython always has _json
     from json.encoder import encode_basestring_ascii as _quote  # type: ignore[no-redef]
 
 PROTOCOL_VERSION = 1
+VERSION = "0.1.0"
+"""kubetray-exec's own version (kept equal to the app's: a test checks)."""
 HEADER_SIZE = 4
 MAX_FRAME = 4 * 1024 * 1024
 """KUBERNETES_EXEC_INFO carries the cluster CA; Linux caps one env string at 128 KiB anyway."""

@@ -27,6 +27,10 @@ PY = (
 )
 
 
+INSTALLED = "KUBETRAY_TEST_INSTALLED"
+"""A directory holding installed kubetray and kubetray-exec to test instead of the source tree."""
+
+
 def require(condition: bool, reason: str) -> None:
     """Skip when a peer is missing, or fail when CI said every peer must be there."""
     if condition:
@@ -191,7 +195,11 @@ def kubetray_env(base: Path) -> Iterator[KubetrayEnv]:
     )
     kt.home.mkdir(parents=True)
     kt.helper.parent.mkdir(parents=True)
-    write_launcher(str(kt.helper), sys.executable)
+    installed = os.environ.get(INSTALLED)
+    if installed:  # the packaged programs under test (tests/packaging sets this)
+        kt.helper = Path(installed) / "kubetray-exec"
+    else:
+        write_launcher(str(kt.helper), sys.executable)
     kt.env = {
         k: v for k, v in os.environ.items() if not k.startswith(("KUBETRAY_", "KUBERNETES_EXEC"))
     }
@@ -199,10 +207,11 @@ def kubetray_env(base: Path) -> Iterator[KubetrayEnv]:
         KUBETRAY_RUNTIME_DIR=str(runtime),
         KUBETRAY_CONFIG_DIR=str(kt.config),
         KUBETRAY_STATE_DIR=str(kt.state),
-        KUBETRAY_AGENT_COMMAND=f"{sys.executable} -m app agent",
         PYTHONPATH=str(ROOT),
         HOME=str(kt.home),
     )
+    if not installed:  # an installed helper finds its own agent: the kubetray beside it
+        kt.env["KUBETRAY_AGENT_COMMAND"] = f"{sys.executable} -m app agent"
     try:
         yield kt
     finally:

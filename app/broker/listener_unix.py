@@ -11,6 +11,7 @@ import fcntl
 import os
 import socket
 import sys
+import threading
 
 assert sys.platform != "win32"  # tells mypy the rest is Unix-only
 
@@ -62,6 +63,7 @@ class UnixListener:
         self.address = os.path.join(self.directory, paths.SOCKET_NAME)
         self._lock_fd: int | None = None
         self._sock: socket.socket | None = None
+        self._closing = threading.Lock()
 
     def open(self) -> None:
         """Take the per-user lock, clear a stale socket, bind and listen."""
@@ -111,14 +113,15 @@ class UnixListener:
         return conn, Peer(pid=pid, same_user=uid == os.getuid(), who=f"uid {uid}")
 
     def close(self) -> None:
-        """Stop listening, remove the socket, release the lock."""
-        if self._sock is not None:
+        """Stop listening, remove the socket, release the lock (twice, or at once, is fine)."""
+        with self._closing:
+            sock, self._sock = self._sock, None
+            lock_fd, self._lock_fd = self._lock_fd, None
+        if sock is not None:
             with contextlib.suppress(OSError):
-                self._sock.shutdown(socket.SHUT_RDWR)
-            self._sock.close()
-            self._sock = None
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.address)
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)
-            self._lock_fd = None
+        if lock_fd is not None:
+            os.close(lock_fd)

@@ -48,6 +48,7 @@ class PipeListener:
         self._sid = current_sid()
         self._first = True
         self._stop = threading.Event()
+        self._closing = threading.Lock()
         self._stop_event = int(kernel32.CreateEventW(None, True, False, None))
         descriptor = ctypes.c_void_p()
         if not advapi32.ConvertStringSecurityDescriptorToSecurityDescriptorW(
@@ -112,7 +113,7 @@ class PipeListener:
 
     def close(self) -> None:
         kernel32.SetEvent(self._stop_event)
-        pending = getattr(self, "_pending", 0)
+        with self._closing:  # the signal's thread and serve_forever's finally both close
+            pending, self._pending = getattr(self, "_pending", 0), 0
         if pending:
             _winapi.CloseHandle(pending)
-            self._pending = 0

@@ -145,6 +145,7 @@ def locked(path: str, wait: float = LOCK_WAIT) -> Iterator[None]:
     removed. kubectl's own locks are empty: those are waited for, never removed.
     """
     lock = path + ".lock"
+    os.makedirs(os.path.dirname(os.path.abspath(path)), mode=0o700, exist_ok=True)
     mark = f"kubetray {os.getpid()} {socket.gethostname()}\n".encode()
     deadline = time.monotonic() + wait
     while True:

@@ -59,3 +59,14 @@ def test_hot_path_loads_only_builtins(tmp_path: Path) -> None:
     )
     loaded = set(out.stdout.split())
     assert loaded <= HOT_PATH_ALLOWED, loaded - HOT_PATH_ALLOWED
+
+
+def test_the_helper_and_the_app_carry_the_same_version() -> None:
+    import tomllib
+
+    from app import __version__
+    from exec_helper import protocol
+
+    with open(Path(__file__).parents[2] / "pyproject.toml", "rb") as f:
+        project = tomllib.load(f)["project"]["version"]
+    assert protocol.VERSION == __version__ == project

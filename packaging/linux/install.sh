@@ -1,0 +1,38 @@
+#!/bin/sh
+# Install kubetray from this tarball, for distributions without dpkg.
+#   ./install.sh              as root: /opt/kubetray, links in /usr/local/bin
+#                             as a user: ~/.local/opt/kubetray, links in ~/.local/bin
+#   ./install.sh --uninstall  remove what install.sh put there (settings and keyring kept)
+# kubeconfig should name the helper by absolute path: <bin>/kubetray-exec (kubetray setup
+# writes it for you).
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+if [ "$(id -u)" = 0 ]; then
+  opt=/opt/kubetray bin=/usr/local/bin share=/usr/local/share
+else
+  opt=$HOME/.local/opt/kubetray bin=$HOME/.local/bin share=${XDG_DATA_HOME:-$HOME/.local/share}
+fi
+if [ "${1:-}" = "--uninstall" ]; then
+  rm -f "$bin/kubetray" "$bin/kubetray-exec" "$share/applications/kubetray.desktop" \
+    "$share/icons/hicolor/scalable/apps/kubetray.svg"
+  rm -rf "$opt"
+  echo "removed kubetray from $opt (your settings and keyring entries are kept)"
+  exit 0
+fi
+# Qt's X11 plugin needs these system libraries; say which are missing instead of failing later.
+missing=$(LD_LIBRARY_PATH="$here/kubetray/_internal" ldd \
+  "$here/kubetray/_internal/PySide6/Qt/plugins/platforms/libqxcb.so" 2>/dev/null \
+  | awk '/not found/ {print $1}' | tr '\n' ' ')
+[ -n "$missing" ] && echo "warning: the tray app needs these libraries: $missing" >&2
+rm -rf "$opt.new"
+mkdir -p "$(dirname "$opt")" "$bin" "$share/applications" "$share/icons/hicolor/scalable/apps"
+cp -a "$here/kubetray" "$opt.new"
+rm -rf "$opt"
+mv "$opt.new" "$opt"
+ln -sf "$opt/kubetray" "$bin/kubetray"
+ln -sf "$opt/kubetray-exec" "$bin/kubetray-exec"
+sed "s|^Exec=kubetray\$|Exec=$opt/kubetray|" "$here/kubetray.desktop" \
+  > "$share/applications/kubetray.desktop"
+cp "$here/kubetray-ok-light.svg" "$share/icons/hicolor/scalable/apps/kubetray.svg"
+echo "installed kubetray in $opt; kubeconfig's exec command: $opt/kubetray-exec"
+case ":$PATH:" in *":$bin:"*) ;; *) echo "add $bin to your PATH to run kubetray" ;; esac
