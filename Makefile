@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help system-deps install run test lint bench bench-login bench-idle screenshots clean
+.PHONY: help system-deps install run test lint bench bench-login bench-idle bench-installed package screenshots clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
@@ -35,8 +35,8 @@ run: install ## try kubetray: the app with a demo provider, API server and kubec
 	$(BIN)/kubetray demo
 
 lint: install ## ruff and mypy (also for Windows and macOS)
-	$(BIN)/ruff check app exec_helper tests bench scripts
-	$(BIN)/ruff format --check app exec_helper tests bench scripts
+	$(BIN)/ruff check app exec_helper tests bench scripts packaging
+	$(BIN)/ruff format --check app exec_helper tests bench scripts packaging
 	$(BIN)/mypy
 	$(BIN)/mypy --platform win32
 	$(BIN)/mypy --platform darwin
@@ -46,6 +46,12 @@ test: system-deps install $(NODE_DEPS) lint ## everything: lint, then all tests 
 
 bench: system-deps install ## print the hot-path figures (bench/hot_path)
 	scripts/with-keyring $(BIN)/python bench/hot_path.py
+
+package: system-deps install ## build the Linux .deb and .tar.gz (packaging/linux/build.sh)
+	packaging/linux/build.sh $(BIN)/python
+
+bench-installed: system-deps install ## the packaged helper's figures (bench/installed_helper)
+	scripts/with-keyring $(BIN)/python bench/installed_helper.py
 
 bench-login: system-deps install $(NODE_DEPS) ## print the login figures (bench/login)
 	scripts/with-keyring $(BIN)/python bench/login.py
