@@ -113,15 +113,19 @@ class UnixListener:
         return conn, Peer(pid=pid, same_user=uid == os.getuid(), who=f"uid {uid}")
 
     def close(self) -> None:
-        """Stop listening, remove the socket, release the lock (twice, or at once, is fine)."""
+        """Stop listening, remove the socket, release the lock.
+
+        A signal's thread and serve_forever's caller may both close: the second waits until the
+        first is done, so nobody exits with the socket file still there.
+        """
         with self._closing:
-            sock, self._sock = self._sock, None
-            lock_fd, self._lock_fd = self._lock_fd, None
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-            sock.close()
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self.address)
-        if lock_fd is not None:
-            os.close(lock_fd)
+            if self._sock is not None:
+                with contextlib.suppress(OSError):
+                    self._sock.shutdown(socket.SHUT_RDWR)
+                self._sock.close()
+                self._sock = None
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self.address)
+            if self._lock_fd is not None:
+                os.close(self._lock_fd)
+                self._lock_fd = None

@@ -115,5 +115,5 @@ class PipeListener:
         kernel32.SetEvent(self._stop_event)
         with self._closing:  # the signal's thread and serve_forever's finally both close
             pending, self._pending = getattr(self, "_pending", 0), 0
-        if pending:
-            _winapi.CloseHandle(pending)
+            if pending:
+                _winapi.CloseHandle(pending)
