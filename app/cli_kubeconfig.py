@@ -2,6 +2,7 @@
 
 import argparse
 import base64
+import copy
 import os
 import sys
 from datetime import UTC, datetime
@@ -10,7 +11,7 @@ from app import compose, installation
 from app.broker import client
 from app.errors import AppError, UsageError
 from app.kubeconfig import edit as edits
-from app.kubeconfig import migrate, records, secure, setup
+from app.kubeconfig import files, migrate, records, secure, setup
 from app.kubeconfig.backups import IN_STORE
 from app.kubeconfig.edit import Edit
 from app.kubeconfig.records import Records, UserChange
@@ -147,7 +148,7 @@ def cmd_secure(args: argparse.Namespace) -> int:
     for m in moves:  # secrets first: a crash before the write leaves the kubeconfig as it was
         creds.save(m.credential, now)
         client.invalidate(m.credential.name)
-    secured.push([m.change for m in moves])
+    secured.save([*before, [m.change for m in moves]])
     try:
         _write(edit, "secure")
     except AppError:
@@ -214,14 +215,11 @@ def cmd_backups(args: argparse.Namespace) -> int:
         if not found:
             raise UsageError(f"no backup {args.restore}", "kubetray backups lists them")
         b = found[0]
-        content = backups.content(b).decode("utf-8")
-        from app.kubeconfig import files
-
-        files.parse(b.file, content)
+        restored = files.parse(b.file, backups.content(b).decode("utf-8"))
 
         def put_back(data: dict[str, object]) -> None:
             data.clear()
-            data.update(files.parse(b.file, content))
+            data.update(copy.deepcopy(restored))
 
         view = View.load([b.file], lock=True)
         edit = Edit()

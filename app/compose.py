@@ -11,6 +11,7 @@ from app.broker.ipc_server import IPCServer, Listener
 from app.broker.logins import Logins
 from app.broker.service import Service
 from app.oidc.browser import Browser
+from app.store import keyring_store
 from app.store.keyring_store import KeyringSecretStore
 from app.store.secret_store import SecretStore
 from app.stored import StoredCredentials
@@ -20,12 +21,9 @@ if TYPE_CHECKING:
     from app.kubeconfig.backups import Backups
 
 
-def secret_store(timeout: float | None = None) -> SecretStore:
+def secret_store(timeout: float = keyring_store.TIMEOUT) -> SecretStore:
     """The OS keyring, with sealed files under the config directory."""
-    sealed = os.path.join(paths.config_dir(), "secrets")
-    if timeout is None:
-        return KeyringSecretStore(sealed_dir=sealed)
-    return KeyringSecretStore(sealed_dir=sealed, timeout=timeout)
+    return KeyringSecretStore(os.path.join(paths.config_dir(), "secrets"), timeout)
 
 
 def stored_credentials(store: SecretStore | None = None) -> StoredCredentials:

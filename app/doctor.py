@@ -25,11 +25,11 @@ from app.oidc.client import CLOCK_SKEW, OIDCClient
 from app.oidc.settings import OIDCSettings
 from app.store.secret_store import SecretStore
 from exec_helper import options
+from exec_helper.exec_credential import extension
 from exec_helper.options import OptionsError
 
 HELPER_TIMEOUT = 5.0
 KEYRING_TIMEOUT = 5.0
-EXEC_EXTENSION = "client.authentication.k8s.io/exec"
 
 
 @dataclass(frozen=True)
@@ -82,11 +82,8 @@ def kubetray_users(view: View) -> Iterator[KubetrayUser]:
 def _extension(view: View, cluster: object) -> dict[str, Any]:
     entry = view.get("clusters", str(cluster))
     body = entry.get("cluster") if entry else None
-    for ext in body.get("extensions") or [] if isinstance(body, dict) else []:
-        if isinstance(ext, dict) and ext.get("name") == EXEC_EXTENSION:
-            value = ext.get("extension")
-            return value if isinstance(value, dict) else {}
-    return {}
+    value = extension(body) if isinstance(body, dict) else None
+    return value if isinstance(value, dict) else {}
 
 
 def check_files(view: View) -> Iterator[Check]:

@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-EXEC_EXTENSION = "client.authentication.k8s.io/exec"
+from exec_helper.exec_credential import EXEC_EXTENSION, extension
+
 ARGS_EXTENSION = "clusterprofiles.multicluster.x-k8s.io/exec/additional-args"
 ENVS_EXTENSION = "clusterprofiles.multicluster.x-k8s.io/exec/additional-envs"
 EXEC_API_VERSIONS = ("client.authentication.k8s.io/v1", "client.authentication.k8s.io/v1beta1")
@@ -110,13 +111,6 @@ def load_provider_file(path: str) -> list[Provider]:
     return providers
 
 
-def _extension(cluster: dict[str, Any], name: str) -> Any:
-    for ext in cluster.get("extensions") or ():
-        if isinstance(ext, dict) and ext.get("name") == name:
-            return ext.get("extension")
-    return None
-
-
 def _string_list(value: Any) -> list[str]:
     if isinstance(value, str):  # the reference library accepts a YAML/JSON string
         value = json.loads(value) if value.strip() else []
@@ -145,13 +139,13 @@ def exec_config_for(
         raise AccessError(f"the {chosen.name} access provider of the profile names no server")
     config = chosen.exec_config
     args = list(config.args)
-    extra_args = _extension(cluster, ARGS_EXTENSION)
+    extra_args = extension(cluster, ARGS_EXTENSION)
     if chosen.args_policy == "Append" and extra_args is not None:
         args += _string_list(extra_args)
     elif chosen.args_policy not in ("", "Ignore", "Append"):
         raise AccessError(f"unsupported ProfileSourcedCLIArgsPolicy {chosen.args_policy!r}")
     env = dict(config.env)
-    extra_env = _extension(cluster, ENVS_EXTENSION) or {}
+    extra_env = extension(cluster, ENVS_EXTENSION) or {}
     if chosen.envs_policy == "AppendIfNotExists":
         env = {**{str(k): str(v) for k, v in extra_env.items()}, **env}
     elif chosen.envs_policy == "Replace":
@@ -175,7 +169,7 @@ def _exec_info(config: ExecConfig, cluster: dict[str, Any]) -> str:
         for key in ("certificate-authority-data", "proxy-url"):
             if cluster.get(key):
                 info[key] = cluster[key]
-        info["config"] = _extension(cluster, EXEC_EXTENSION)
+        info["config"] = extension(cluster, EXEC_EXTENSION)
         spec = {"cluster": info, "interactive": False}
     return (
         json.dumps(
@@ -211,7 +205,7 @@ class ClusterProfileAccess:
                 config.api_version,
                 cluster.get("server"),
                 cluster.get("certificate-authority-data"),
-                _extension(cluster, EXEC_EXTENSION) if config.provide_cluster_info else None,
+                extension(cluster, EXEC_EXTENSION) if config.provide_cluster_info else None,
             ],
             sort_keys=True,
         )

@@ -61,16 +61,20 @@ def _json_type(value: Any) -> str:
     return names.get(type(value), type(value).__name__)
 
 
+def extension(cluster: dict[str, Any], name: str = EXEC_EXTENSION) -> Any:
+    """The value of a kubeconfig cluster's extension ``name`` (None when it has none)."""
+    extensions = cluster.get("extensions")
+    for entry in extensions if isinstance(extensions, list) else ():
+        if isinstance(entry, dict) and entry.get("name") == name:
+            return entry.get("extension")
+    return None
+
+
 def _cluster_config(cluster: dict[str, Any]) -> dict[str, Any] | None:
     if "config" in cluster:
         return _object(cluster["config"], "spec.cluster.config (the cluster's exec extension)")
     # The Python client before v34.1 passes the raw kubeconfig cluster, extensions list included.
-    extensions = cluster.get("extensions")
-    if isinstance(extensions, list):
-        for entry in extensions:
-            if isinstance(entry, dict) and entry.get("name") == EXEC_EXTENSION:
-                return _object(entry.get("extension"), f"the {EXEC_EXTENSION} extension")
-    return None
+    return _object(extension(cluster), f"the {EXEC_EXTENSION} extension")
 
 
 def parse_exec_info(text: str | None) -> ExecInfo:

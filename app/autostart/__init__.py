@@ -1,9 +1,23 @@
 """Start kubetray at login: XDG autostart (Linux), a LaunchAgent (macOS), the Run key (Windows).
 
-The platform is chosen once, here; each variant lives in its own module.
+The platform is chosen once, here. Linux and macOS register with a file: their modules say
+where it goes and what it holds, and the writing is done here once.
 """
 
+import contextlib
+import os
 import sys
+from types import ModuleType
+
+
+def _file_variant() -> ModuleType:
+    if sys.platform == "darwin":
+        from app.autostart import autostart_macos
+
+        return autostart_macos
+    from app.autostart import autostart_linux
+
+    return autostart_linux
 
 
 def set_enabled(enabled: bool, command: list[str]) -> None:
@@ -12,14 +26,16 @@ def set_enabled(enabled: bool, command: list[str]) -> None:
         from app.autostart import autostart_windows
 
         autostart_windows.set_enabled(enabled, command)
-    elif sys.platform == "darwin":
-        from app.autostart import autostart_macos
-
-        autostart_macos.set_enabled(enabled, command)
-    else:
-        from app.autostart import autostart_linux
-
-        autostart_linux.set_enabled(enabled, command)
+        return
+    variant = _file_variant()
+    path = variant.path()
+    if not enabled:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path)
+        return
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(variant.content(command))
 
 
 def is_enabled() -> bool:
@@ -28,11 +44,4 @@ def is_enabled() -> bool:
         from app.autostart import autostart_windows
 
         return autostart_windows.is_enabled()
-    elif sys.platform == "darwin":
-        from app.autostart import autostart_macos
-
-        return autostart_macos.is_enabled()
-    else:
-        from app.autostart import autostart_linux
-
-        return autostart_linux.is_enabled()
+    return os.path.exists(_file_variant().path())

@@ -69,7 +69,7 @@ class KubeconfigFile:
 
     @property
     def is_json(self) -> bool:
-        return bool(self.text) and self.text.lstrip().startswith("{")  # type: ignore[union-attr]
+        return self.text is not None and self.text.lstrip().startswith("{")
 
     def entries(self, kind: str) -> list[dict[str, Any]]:
         """The named entries of ``clusters``, ``users`` or ``contexts`` (a null list is empty)."""

@@ -30,33 +30,32 @@ def _redact_args(args: list[Any]) -> list[Any]:
     return out
 
 
-def _user_secrets(user: dict[str, Any], redact: bool) -> bool:
+def _redact_keys(mapping: dict[str, Any], keys: tuple[str, ...]) -> bool:
     found = False
-    for key in USER_SECRETS:
-        if user.get(key):
+    for key in keys:
+        if mapping.get(key):
+            mapping[key] = REDACTED
             found = True
-            if redact:
-                user[key] = REDACTED
+    return found
+
+
+def _redact_user(user: dict[str, Any]) -> bool:
+    """Redact a user's secrets in place; True when it had any (exec env values do not count)."""
+    found = _redact_keys(user, USER_SECRETS)
     provider = user.get("auth-provider")
     config = provider.get("config") if isinstance(provider, dict) else None
     if isinstance(config, dict):
-        for key in _PROVIDER_SECRETS:
-            if config.get(key):
-                found = True
-                if redact:
-                    config[key] = REDACTED
+        found = _redact_keys(config, _PROVIDER_SECRETS) or found
     exec_ = user.get("exec")
     if isinstance(exec_, dict):
         args = exec_.get("args")
         if isinstance(args, list) and _redact_args(args) != args:
+            exec_["args"] = _redact_args(args)
             found = True
-            if redact:
-                exec_["args"] = _redact_args(args)
         env = exec_.get("env")
-        if isinstance(env, list) and redact:
-            for item in env:
-                if isinstance(item, dict) and "value" in item:
-                    item["value"] = REDACTED  # env often carries cloud keys: never show them
+        for item in env if isinstance(env, list) else []:
+            if isinstance(item, dict) and "value" in item:
+                item["value"] = REDACTED  # env often carries cloud keys: never show them
     return found
 
 
@@ -69,12 +68,12 @@ def _users(data: dict[str, Any]) -> list[dict[str, Any]]:
 
 def has_secrets(data: dict[str, Any]) -> bool:
     """True when any user carries a secret (such files are never backed up on disk)."""
-    return any(_user_secrets(copy.deepcopy(user), redact=False) for user in _users(data))
+    return any(_redact_user(copy.deepcopy(user)) for user in _users(data))
 
 
 def redacted(data: dict[str, Any]) -> dict[str, Any]:
     """A copy with every secret value replaced, fit to print."""
     out = copy.deepcopy(data)
     for user in _users(out):
-        _user_secrets(user, redact=True)
+        _redact_user(user)
     return out

@@ -15,8 +15,8 @@ from urllib.parse import urlsplit
 from app.errors import UsageError
 from app.kubeconfig.edit import Edit, find, upsert
 from app.kubeconfig.view import View
+from exec_helper.exec_credential import EXEC_EXTENSION
 
-EXEC_EXTENSION = "client.authentication.k8s.io/exec"
 INSTALL_HINT = "kubetray-exec comes with kubetray; install kubetray, or run kubetray setup again"
 
 
