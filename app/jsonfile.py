@@ -1,7 +1,14 @@
-"""Small JSON files that other processes may rewrite: parse again only when they change."""
+"""Small JSON files kubetray keeps (settings, indexes, records): one reader, one atomic writer.
 
+Reads are cached and parsed again only when the file changes (other processes rewrite them).
+Writes go to a temporary file beside the target, are synced, renamed over it, and the directory
+is synced too, so a crash or power loss at any point leaves the old file or the new one.
+"""
+
+import contextlib
 import json
 import os
+import sys
 import threading
 from typing import Any
 
@@ -28,3 +35,48 @@ def load(path: str) -> Any:
     with _lock:
         _cache[path] = (stamp, doc)
     return doc
+
+
+def save(path: str, doc: Any, mode: int = 0o600) -> None:
+    """Replace ``path`` with ``doc`` as JSON, atomically and durably (directory made 0700)."""
+    write_atomic(path, (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode(), mode)
+
+
+def fsync_dir(directory: str) -> None:
+    """Make a rename in ``directory`` durable (a no-op where directories cannot be synced)."""
+    if os.name != "posix":
+        return
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomic(path: str, content: bytes, mode: int = 0o600) -> None:
+    """Write ``content`` to a synced temporary file, rename it over ``path``, sync the directory.
+
+    The temporary file is removed on every failure path; the error propagates as OSError.
+    """
+    directory = os.path.dirname(path) or "."
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    tmp = os.path.join(
+        directory, f".{os.path.basename(path)}.{os.getpid()}.{threading.get_ident()}.tmp"
+    )
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+        try:
+            if sys.platform != "win32":
+                os.fchmod(fd, mode)  # the umask must not loosen or tighten it
+            view = memoryview(content)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    fsync_dir(directory)

@@ -4,6 +4,7 @@ import json
 import os
 from dataclasses import asdict, dataclass, fields
 
+from app import jsonfile
 from exec_helper import paths
 
 
@@ -39,9 +40,4 @@ class Settings:
 
     def save(self) -> None:
         """Write atomically."""
-        path = self.path()
-        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(asdict(self), f, indent=2, sort_keys=True)
-        os.replace(tmp, path)
+        jsonfile.save(self.path(), asdict(self))

@@ -9,7 +9,6 @@ touching the keyring.
 import base64
 import binascii
 import json
-import os
 import re
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -167,13 +166,7 @@ class StoredCredentials:
         return dict(creds) if isinstance(creds, dict) else {}
 
     def _write_index(self, creds: dict[str, dict[str, str | None]]) -> None:
-        directory = os.path.dirname(self._index_path)
-        os.makedirs(directory, mode=0o700, exist_ok=True)
-        tmp = f"{self._index_path}.{os.getpid()}.tmp"
-        with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
-            json.dump({"version": 1, "credentials": creds}, f, indent=2, sort_keys=True)
-            f.write("\n")
-        os.replace(tmp, self._index_path)
+        jsonfile.save(self._index_path, {"version": 1, "credentials": creds})
 
     def save(self, cred: StoredCredential, now: datetime) -> None:
         """Put the secret in the store, then record it in the index."""

@@ -9,7 +9,6 @@ restores from it. The newest KEEP backups of each file are kept.
 
 import contextlib
 import glob
-import json
 import os
 import time
 from collections.abc import Callable
@@ -63,8 +62,7 @@ class Backups:
         return [b for b in out if file is None or b.file == file]
 
     def _write_journal(self, backups: list[Backup]) -> None:
-        body = json.dumps({"version": 1, "backups": [asdict(b) for b in backups]}, indent=2)
-        files.write_atomic(self._journal, body.encode() + b"\n", 0o600)
+        jsonfile.save(self._journal, {"version": 1, "backups": [asdict(b) for b in backups]})
 
     def save(self, f: KubeconfigFile, operation: str) -> Backup:
         """Back up ``f`` as it was read (its text must exist) before it is replaced."""
