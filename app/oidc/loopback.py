@@ -1,11 +1,15 @@
 """The loopback redirect listener for the browser login (RFC 8252 §7.3).
 
 Binds 127.0.0.1 on a random port, or the first free address of a list (for providers that
-register exact redirect URIs, like kubelogin's --listen-address). A callback whose ``state`` is
-not ours gets an error page and is otherwise ignored: only the real redirect ends the wait.
+register exact redirect URIs, like kubelogin's --listen-address), or exactly what
+``--oidc-redirect-url`` names (then that URL, byte for byte, is the redirect URI and only its
+path is served). With a certificate and key (``--local-server-cert/-key``) it serves HTTPS. A
+callback whose ``state`` is not ours gets an error page and is otherwise ignored: only the real
+redirect ends the wait.
 """
 
 import html
+import ssl
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from urllib.parse import parse_qs, urlsplit
@@ -40,13 +44,33 @@ class LoopbackListener:
         addresses: tuple[str, ...] = (),
         hostname: str | None = None,
         success_url: str | None = None,
+        redirect_url: str | None = None,
+        tls: tuple[str, str] | None = None,
     ) -> None:
         self._state = state
         self._result = Callback()
         self._success_url = success_url
+        self._path: str | None = None
+        scheme = "https" if tls else "http"
+        if redirect_url:
+            url = urlsplit(redirect_url)
+            if url.scheme not in ("http", "https") or not url.hostname:
+                raise LoginError(
+                    f"--oidc-redirect-url {redirect_url!r} is not an http(s) URL with a host"
+                )
+            if (url.scheme == "https") != bool(tls):
+                raise LoginError(
+                    f"--oidc-redirect-url {redirect_url!r} is {url.scheme}, but "
+                    + ("--local-server-cert is given" if tls else "no --local-server-cert is")
+                )
+            bind = "127.0.0.1" if url.hostname == "localhost" else url.hostname
+            addresses = (f"{bind}:{url.port or (443 if url.scheme == 'https' else 80)}",)
+            self._path = url.path or "/"
         self._server = self._bind(addresses or ("127.0.0.1:0",))
+        if tls:
+            self._wrap(tls)
         host, port = self._server.server_address[:2]
-        self.redirect_uri = f"http://{hostname or str(host)}:{port}/"
+        self.redirect_uri = redirect_url or f"{scheme}://{hostname or str(host)}:{port}/"
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": POLL}, daemon=True
         )
@@ -65,6 +89,17 @@ class LoopbackListener:
             "free one of those ports, or give another with --listen-address",
         )
 
+    def _wrap(self, tls: tuple[str, str]) -> None:
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        try:
+            context.load_cert_chain(*tls)
+        except (OSError, ssl.SSLError) as e:
+            self._server.server_close()
+            raise LoginError(
+                f"cannot use --local-server-cert {tls[0]} with --local-server-key {tls[1]}: {e}"
+            ) from None
+        self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
+
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         outer = self
 
@@ -73,7 +108,11 @@ class LoopbackListener:
                 pass
 
             def do_GET(self) -> None:
-                query = parse_qs(urlsplit(self.path).query)
+                url = urlsplit(self.path)
+                if outer._path is not None and url.path != outer._path:
+                    self._page(404, "Not found", "kubetray waits for the login elsewhere.")
+                    return
+                query = parse_qs(url.query)
                 state = (query.get("state") or [""])[0]
                 if state != outer._state:
                     self._page(
