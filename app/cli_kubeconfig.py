@@ -16,6 +16,7 @@ from app.kubeconfig.backups import IN_STORE
 from app.kubeconfig.edit import Edit
 from app.kubeconfig.records import Records, UserChange
 from app.kubeconfig.view import View
+from app.usecases import setup_cluster
 
 
 def _warn(line: str) -> None:
@@ -47,14 +48,18 @@ def _review(view: View, edit: Edit, args: argparse.Namespace, what: str) -> bool
     return True
 
 
-def _write(edit: Edit, operation: str) -> None:
-    for w in edits.apply(edit, compose.kubeconfig_backups(), operation):
+def _report(written: list[edits.Written]) -> None:
+    for w in written:
         if w.backup is None:
             print(f"wrote {w.path} (new file)")
         elif w.backup.where == IN_STORE:
             print(f"wrote {w.path} (it holds secrets: its backup is in the OS keyring)")
         else:
             print(f"wrote {w.path} (backup: {w.backup.ref})")
+
+
+def _write(edit: Edit, operation: str) -> None:
+    _report(edits.apply(edit, compose.kubeconfig_backups(), operation))
 
 
 def _paths(args: argparse.Namespace) -> list[str] | None:
@@ -82,12 +87,12 @@ def cmd_setup(args: argparse.Namespace) -> int:
         ca_data=ca_data,
         user=args.user,
         in_extension=args.per_cluster,
+        name=args.name,
     )
-    view = View.load(_paths(args), lock=True)
-    edit, context = setup.plan(request, view)
-    if _review(view, edit, args, f"write context {context}"):
-        _write(edit, "setup")
-        print(f"try: kubectl --context {context} get namespaces")
+    planned = setup_cluster.plan(request, _paths(args))
+    if _review(planned.view, planned.edit, args, f"write context {planned.context}"):
+        _report(setup_cluster.apply(planned).written)
+        print(f"try: kubectl --context {planned.context} get namespaces")
     return 0
 
 
@@ -253,6 +258,9 @@ def add_parsers(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> N
     p.add_argument("--server", metavar="URL", help="a new cluster's API server")
     p.add_argument("--certificate-authority", metavar="FILE", help="the new cluster's CA")
     p.add_argument("--user", metavar="NAME", help="the user's name (default: the context's)")
+    p.add_argument(
+        "--name", metavar="NAME", help="the identity's name in kubetray (default: the user's)"
+    )
     p.add_argument(
         "--per-cluster",
         action="store_true",

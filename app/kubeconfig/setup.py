@@ -35,6 +35,8 @@ class Setup:
     """Base64 PEM, embedded like ``kubectl config set-cluster --embed-certs``."""
     user: str | None = None
     in_extension: bool = False
+    name: str | None = None
+    """The identity's name in kubetray (``--name``); else the user's name."""
 
 
 def oidc_settings(s: Setup) -> dict[str, Any]:
@@ -42,6 +44,8 @@ def oidc_settings(s: Setup) -> dict[str, Any]:
     out: dict[str, Any] = {"oidc-issuer-url": s.issuer, "oidc-client-id": s.client_id}
     if s.scopes:
         out["oidc-extra-scope"] = list(dict.fromkeys(s.scopes))
+    if s.name:
+        out["name"] = s.name
     return out
 
 

@@ -2,7 +2,6 @@
 
 import base64
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -24,9 +23,6 @@ from app import autostart, installation
 from app.errors import AppError
 from app.oidc.settings import Metadata
 from app.ui.controller import TrayController
-
-if TYPE_CHECKING:
-    from app.kubeconfig.setup import Setup
 
 
 def ask(parent: QWidget | None, name: str, text: str, secret: bool) -> str | None:
@@ -69,9 +65,7 @@ class AddClusterDialog(QDialog):
         self.issuer.setPlaceholderText("https://idp.example/realms/k8s")
         self.client_id = QLineEdit()
         self.scopes = QLineEdit("email groups")
-        from app.kubeconfig import view  # yaml: only when someone adds a cluster
-
-        self.kubeconfig = QLineEdit(view.default_path())
+        self.kubeconfig = QLineEdit(controller.default_kubeconfig())
         form.addRow("Context name", self.context)
         form.addRow("API server", self.server)
         form.addRow("Cluster CA (optional)", ca_row)
@@ -96,6 +90,7 @@ class AddClusterDialog(QDialog):
         layout.addWidget(self.found)
         layout.addWidget(self.buttons)
         controller.probed.connect(self._show_probe)
+        controller.cluster_added.connect(self._added)
 
     def _pick_ca(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Cluster CA certificate")
@@ -120,23 +115,12 @@ class AddClusterDialog(QDialog):
         self.found.setText(f"<b>{result.issuer}</b> supports:<ul>{rows}</ul>")
         self.buttons.button(QDialogButtonBox.StandardButton.Save).setEnabled(True)
 
-    def request(self, ca_data: str | None) -> "Setup":
-        """What to write: the form, plus offline_access when the provider offers it."""
-        from app.kubeconfig.setup import Setup
-
+    def scopes_to_request(self) -> tuple[str, ...]:
+        """The form's scopes, plus offline_access when the provider offers it."""
         scopes = self.scopes.text().replace(",", " ").split()
         if self.metadata and "offline_access" in self.metadata.scopes_supported:
             scopes.append("offline_access")
-        context = self.context.text().strip() or self.client_id.text().strip()
-        return Setup(
-            issuer=self.issuer.text().strip(),
-            client_id=self.client_id.text().strip(),
-            helper=installation.helper_path(),
-            scopes=tuple(scopes),
-            context=context,
-            server=self.server.text().strip(),
-            ca_data=ca_data,
-        )
+        return tuple(scopes)
 
     def save(self) -> None:
         ca_data = None
@@ -146,16 +130,21 @@ class AddClusterDialog(QDialog):
             except OSError as e:
                 self.found.setText(f"<b>Cannot read the CA file:</b> {e.strerror}")
                 return
-        from app import compose
-        from app.kubeconfig import edit, setup
-        from app.kubeconfig.view import View
+        self.buttons.setEnabled(False)
+        self._controller.add_cluster(
+            kubeconfig=self.kubeconfig.text().strip(),
+            context=self.context.text().strip() or self.client_id.text().strip(),
+            server=self.server.text().strip(),
+            ca_data=ca_data,
+            issuer=self.issuer.text().strip(),
+            client_id=self.client_id.text().strip(),
+            scopes=self.scopes_to_request(),
+        )
 
-        try:
-            view = View.load([self.kubeconfig.text().strip()], lock=True)
-            plan, _ = setup.plan(self.request(ca_data), view)
-            edit.apply(plan, compose.kubeconfig_backups(), "setup (Add cluster)")
-        except AppError as e:
-            self.found.setText(f"<b>Not written:</b> {e.one_line()}")
+    def _added(self, result: object) -> None:
+        self.buttons.setEnabled(True)
+        if isinstance(result, AppError):
+            self.found.setText(f"<b>Not written:</b> {result.one_line()}")
             return
         self.accept()
 

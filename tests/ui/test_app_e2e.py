@@ -39,13 +39,15 @@ def test_add_cluster_probes_and_writes_a_kubeconfig_kubectl_uses(
     require(browser_available(), "needs Debian chromium and Python playwright")
     from app.broker.broker import Broker
     from app.broker.logins import Logins
+    from app.broker.registry import Registry
     from app.store.memory_store import MemorySecretStore
     from app.stored import StoredCredentials
 
     store = MemorySecretStore()
-    logins = Logins(store, str(tmp_path / "ids.json"), utcnow)
+    registry = Registry(str(tmp_path / "ids.json"))
+    logins = Logins(store, registry, utcnow)
     controller = TrayController(
-        Broker(StoredCredentials(store, str(tmp_path / "s.json")), logins=logins),
+        Broker(StoredCredentials(store, str(tmp_path / "s.json")), registry, logins=logins),
         logins,
         Settings(),
         utcnow,
@@ -66,7 +68,8 @@ def test_add_cluster_probes_and_writes_a_kubeconfig_kubectl_uses(
         found = dialog.found.text()
         assert "✔ PKCE (S256)" in found and "✔ device code login" in found
         assert "✔ refresh tokens (offline_access)" in found and "✔ token revocation" in found
-        dialog.buttons.accepted.emit()
+        with qtbot.wait_signal(controller.cluster_added, timeout=10000):
+            dialog.buttons.accepted.emit()
         doc = yaml.safe_load(config.read_text())
         user = doc["users"][0]["user"]["exec"]
         assert Path(user["command"]).is_absolute() and user["command"].endswith("kubetray-exec")

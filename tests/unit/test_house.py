@@ -29,6 +29,7 @@ def imports(path: Path) -> set[str]:
             out.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             out.add(node.module)
+            out.update(f"{node.module}.{a.name}" for a in node.names)
     return out
 
 
@@ -46,6 +47,35 @@ def test_only_the_ui_imports_qt() -> None:
         if "ui" in path.relative_to(ROOT / "app").parts:
             continue
         assert not any(n.startswith("PySide6") for n in imports(path)), path
+
+
+UI_MAY_IMPORT = (
+    "app.ui",
+    "app.model",
+    "app.errors",
+    "app.settings",
+    "app.autostart",
+    "app.installation",
+    "app.oidc.settings",  # Metadata: a noun the probe reports
+)
+"""What views import; only the controller (and app.py, which composes) reach the core."""
+
+
+def test_the_ui_reaches_the_core_only_through_its_controller() -> None:
+    for path in (ROOT / "app" / "ui").glob("*.py"):
+        if path.name in ("controller.py", "app.py"):
+            continue
+        for name in imports(path):
+            if name.startswith("app.") and name != "app.__version__":
+                assert name.startswith(UI_MAY_IMPORT), f"ui/{path.name} imports {name}"
+
+
+def test_the_core_never_imports_the_ui() -> None:
+    for path in (ROOT / "app").rglob("*.py"):
+        rel = path.relative_to(ROOT / "app")
+        if rel.parts[0] == "ui" or str(rel) in ("cli.py", "demo/run.py"):  # entries start it
+            continue
+        assert not any(n.startswith("app.ui") for n in imports(path)), rel
 
 
 def test_hot_path_loads_only_builtins(tmp_path: Path) -> None:
