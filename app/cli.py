@@ -9,6 +9,7 @@ from typing import Any
 
 from app import __version__, cli_kubeconfig
 from app.errors import AgentNotRunning, AppError, CredentialError, UsageError
+from app.model import IdentityStatus, State
 
 
 def _read(path: str, what: str) -> bytes:
@@ -91,15 +92,24 @@ def cmd_store(args: argparse.Namespace) -> int:
 
 
 def cmd_forget(args: argparse.Namespace) -> int:
+    """A stored credential leaves the keyring; an OIDC identity is logged out and removed."""
     from app import compose
     from app.broker import client
 
-    if not compose.stored_credentials().remove(args.name):
+    if compose.stored_credentials().remove(args.name):
+        client.invalidate(args.name)
+        print(f"forgot {args.name}")
+        return 0
+    try:
+        result = client.call("forget", name=args.name)
+    except AgentNotRunning:
+        result = {"exit": 1}
+    if result.get("exit") != 0:
         raise CredentialError(
-            f"no stored credential named {args.name!r}", "kubetray status lists them"
+            f"no stored credential or OIDC identity named {args.name!r}",
+            "kubetray status lists them",
         )
-    client.invalidate(args.name)
-    print(f"forgot {args.name}")
+    print(str(result.get("stdout") or f"forgot {args.name}\n"), end="")
     return 0
 
 
@@ -163,10 +173,9 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     return _agent_call("cancel", name=args.name)
 
 
-def _who(row: dict[str, Any]) -> str:
-    who = row.get("who") or row.get("subject") or "-"
-    groups = row.get("groups")
-    return f"{who} [{','.join(groups)}]" if groups else str(who)
+def _who(row: IdentityStatus) -> str:
+    who = row.who or row.subject or "-"
+    return f"{who} [{','.join(row.groups)}]" if row.groups else who
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -180,14 +189,13 @@ def cmd_status(args: argparse.Namespace) -> int:
         doc = {
             "agent": None,
             "identities": [
-                {
-                    "name": s.name,
-                    "kind": s.kind,
-                    "state": "stored",
-                    "expires": s.not_after,
-                    "subject": s.subject,
-                    "calls": 0,
-                }
+                IdentityStatus(
+                    name=s.name,
+                    kind=s.kind,
+                    state=State.STORED,
+                    expires=s.not_after,
+                    subject=s.subject,
+                ).to_dict()
                 for s in stored
             ],
         }
@@ -199,20 +207,24 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(f"agent: running (pid {agent['pid']}, kubetray {agent['version']})")
     else:
         print("agent: not running (kubetray-exec starts it when kubectl needs a credential)")
-    rows = doc.get("identities") or []
+    rows = [IdentityStatus.from_dict(r) for r in doc.get("identities") or []]
     if not rows:
-        print("no identities yet: kubetray store NAME --token-file FILE adds one")
+        print(
+            "no identities yet: kubetray setup adds an OIDC login to kubeconfig, "
+            "kubetray store NAME --token-file FILE a static credential"
+        )
         return 0
     now = datetime.now(UTC)
-    table = [("NAME", "KIND", "STATE", "WHO", "EXPIRES", "CALLS")]
+    table = [("NAME", "KIND", "STATE", "WHO", "EXPIRES", "CONTEXTS", "CALLS")]
     table += [
         (
-            r["name"],
-            r["kind"],
-            r["state"],
+            r.name,
+            r.kind,
+            str(r.state),
             _who(r),
-            _when(r.get("expires"), now),
-            str(r.get("calls", 0)),
+            _when(r.expires, now),
+            ",".join(r.contexts) or "-",
+            str(r.calls),
         )
         for r in rows
     ]
@@ -220,8 +232,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     for row in table:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
     for r in rows:
-        if r.get("error"):
-            print(f"{r['name']}: {r['error']}")
+        if r.error:
+            print(f"{r.name}: {r.error}")
     return 0
 
 
@@ -290,7 +302,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name")
     p.set_defaults(func=cmd_cancel)
 
-    p = sub.add_parser("forget", help="remove a stored credential from the keyring")
+    p = sub.add_parser(
+        "forget", help="remove a stored credential, or log out of and remove an OIDC identity"
+    )
     p.add_argument("name")
     p.set_defaults(func=cmd_forget)
 

@@ -2,6 +2,7 @@
 
 import os
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -9,6 +10,7 @@ from typing import TYPE_CHECKING
 from app.broker.broker import Broker, utcnow
 from app.broker.ipc_server import IPCServer, Listener
 from app.broker.logins import Logins
+from app.broker.registry import Registry
 from app.broker.service import Service
 from app.oidc.browser import Browser
 from app.store import keyring_store
@@ -69,15 +71,21 @@ def agent(
 
     ``default_browser`` gives the browser command for identities that name none (a setting).
     """
+    from app.kubeconfig.uses import contexts_by_identity
+
     store = store or secret_store()
 
     def browser(command: str | None) -> Browser:
         return Browser(command or (default_browser() if default_browser else None) or None)
 
-    logins = Logins(
-        store, os.path.join(paths.config_dir(), "identities.json"), clock=utcnow, browser=browser
+    stored = stored_credentials(store)
+    registry = Registry(
+        os.path.join(paths.config_dir(), "identities.json"),
+        reserved=lambda: [s.name for s in stored.list()],
     )
-    broker = Broker(stored_credentials(store), logins=logins)
+    logins = Logins(store, registry, clock=utcnow, browser=browser)
+    threading.Thread(target=logins.load_known, name="load-identities", daemon=True).start()
+    broker = Broker(stored, registry, logins=logins, contexts=contexts_by_identity)
     lst = listener()
     service = Service(broker, clock=utcnow, socket=lst.address)
     return Agent(IPCServer(lst, service), service, broker, logins)

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 from app import __version__
 from app.errors import AppError
 from app.kubeconfig.files import KubeconfigError
+from app.kubeconfig.uses import is_helper
 from app.kubeconfig.view import View
 from app.oidc.client import CLOCK_SKEW, OIDCClient
 from app.oidc.settings import OIDCSettings
@@ -50,11 +51,6 @@ class KubetrayUser:
     name: str
     command: str
     opts: list[options.HelperOptions]
-
-
-def is_helper(command: object) -> bool:
-    name = os.path.basename(str(command).replace("\\", "/")).lower()
-    return name in ("kubetray-exec", "kubetray-exec.exe")
 
 
 def kubetray_users(view: View) -> Iterator[KubetrayUser]:

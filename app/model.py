@@ -1,9 +1,31 @@
 """The broker's nouns: identities, credentials, callers and the record of calls."""
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, fields
 from datetime import datetime
+from enum import StrEnum
+from typing import Any
 
 OIDC = "oidc"
+STORED = "stored"
+
+
+class State(StrEnum):
+    """An identity's state, from the core to the CLI, the tray and the icon."""
+
+    READY = "ready"
+    EXPIRING = "expiring"
+    """Valid, but within the refresh margin and unable to refresh ahead."""
+    LOGGING_IN = "logging in"
+    NEEDS_LOGIN = "needs login"
+    EXPIRED = "expired"
+    ERROR = "error"
+    STORED = "stored"
+    """A stored credential seen while no agent runs: present, not yet served."""
+
+    @property
+    def needs_person(self) -> bool:
+        """Someone has to act before kubectl works with this identity again."""
+        return self in (State.NEEDS_LOGIN, State.EXPIRED, State.LOGGING_IN)
 
 
 @dataclass(frozen=True)
@@ -49,13 +71,50 @@ class CallRecord:
     latency_ms: float
 
 
-@dataclass
-class IdentityState:
-    """What the broker knows about one identity (mutable, guarded by the broker's lock)."""
+@dataclass(frozen=True)
+class ContextUse:
+    """A kubeconfig context whose user runs kubetray-exec for an identity."""
 
-    identity: Identity
-    credential: Credential | None = None
-    last_used: datetime | None = None
-    last_error: str | None = None
+    context: str
+    user: str
+    cluster: str
+    file: str
+
+
+@dataclass(frozen=True)
+class IdentityStatus:
+    """One identity as ``kubetray status``, the tray and the icon show it (JSON on the wire)."""
+
+    name: str
+    kind: str
+    state: State
+    expires: str | None = None
+    """ISO time the credential expires (UTC)."""
+    who: str | None = None
+    subject: str | None = None
+    groups: tuple[str, ...] = ()
+    issuer: str | None = None
+    client_id: str | None = None
+    refreshable: bool = False
+    refreshes: int = 0
+    refreshed_at: str | None = None
     calls: int = 0
-    clusters: set[str] = field(default_factory=set)
+    last_used: str | None = None
+    clusters: tuple[str, ...] = ()
+    contexts: tuple[str, ...] = ()
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        doc = asdict(self)
+        doc["state"] = str(self.state)
+        return doc
+
+    @classmethod
+    def from_dict(cls, doc: dict[str, Any]) -> "IdentityStatus":
+        """Read back what to_dict wrote (unknown keys ignored, an unknown state is an error)."""
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in doc.items() if k in known}
+        values["state"] = State(str(doc.get("state")))
+        for key in ("groups", "clusters", "contexts"):
+            values[key] = tuple(values.get(key) or ())
+        return cls(**values)

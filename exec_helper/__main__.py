@@ -158,7 +158,6 @@ def main(argv: list[str] | None = None) -> int:
             "env": paths.kubetray_env(),
             "stdin_tty": _is_tty(0),
             "stderr_tty": _is_tty(2),
-            "cwd": _os.getcwd(),
         }
     )
     try:

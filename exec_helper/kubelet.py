@@ -132,7 +132,6 @@ def _token(args: list[str]) -> tuple[str, datetime | None]:
             "env": [],
             "stdin_tty": False,
             "stderr_tty": False,
-            "cwd": "/",
         }
     )
     code, out, err = exchange_starting_agent(request, EXEC_INFO_V1, args)

@@ -30,6 +30,7 @@ class HelperOptions:
     """Every flag kubetray-exec accepts; the field name is the flag with ``_`` for ``-``."""
 
     stored: str | None = _f(STR, "serve the stored credential NAME (see: kubetray store)")
+    name: str | None = _f(STR, "the name kubetray shows for this OIDC identity")
     oidc_issuer_url: str | None = _f(STR, "issuer URL of the OpenID provider")
     oidc_client_id: str | None = _f(STR, "client ID registered at the provider")
     oidc_client_secret: str | None = _f(STR, "client secret, for confidential clients")
@@ -52,8 +53,8 @@ class HelperOptions:
     skip_open_browser: bool = _f(BOOL, "print the login URL instead of opening a browser", False)
     browser_command: str | None = _f(STR, "command that opens the login URL")
     authentication_timeout_sec: int | None = _f(INT, "how long a browser login may take")
-    local_server_cert: str | None = _f(STR, "TLS certificate for the loopback listener")
-    local_server_key: str | None = _f(STR, "TLS key for the loopback listener")
+    local_server_cert: str | None = _f(STR, "TLS certificate for an HTTPS loopback listener")
+    local_server_key: str | None = _f(STR, "TLS key of --local-server-cert")
     open_url_after_authentication: str | None = _f(STR, "page to show after the login")
     username: str | None = _f(STR, "username for the password grant")
     password: str | None = _f(STR, "password for the password grant")
@@ -62,11 +63,15 @@ class HelperOptions:
     insecure_skip_tls_verify: bool = _f(BOOL, "do not verify the provider's certificate", False)
     tls_renegotiation_once: bool = _f(BOOL, "accepted for kubelogin compatibility", False)
     tls_renegotiation_freely: bool = _f(BOOL, "accepted for kubelogin compatibility", False)
-    audience: str | None = _f(STR, "audience to request a token for")
+    audience: str | None = _f(STR, "audience to request a token for (sent as audience=...)")
     force_refresh: bool = _f(BOOL, "skip the agent's cache and fetch the credential again", False)
     no_login: bool = _f(BOOL, "never start a login: fail at once if one is needed", False)
-    token_cache_dir: str | None = _f(STR, "ignored: kubetray keeps tokens in the OS keyring")
-    token_cache_storage: str | None = _f(STR, "ignored: kubetray keeps tokens in the OS keyring")
+    token_cache_dir: str | None = _f(
+        STR, "accepted and unused: the agent keeps tokens in the OS keyring, never in files"
+    )
+    token_cache_storage: str | None = _f(
+        STR, "accepted and unused: the agent keeps tokens in the OS keyring, never in files"
+    )
     v: int | None = _f(INT, "log verbosity (accepted for kubelogin compatibility)")
 
     @property

@@ -76,11 +76,6 @@ def runtime_dir() -> str:
     return f"/tmp/{APP}-{posix.getuid()}"
 
 
-def socket_path() -> str:
-    """The Unix socket the agent listens on (Windows uses a named pipe: see transport)."""
-    return runtime_dir() + "/" + SOCKET_NAME
-
-
 def config_dir() -> str:
     """Settings and the non-secret index of stored credentials."""
     override = getenv("KUBETRAY_CONFIG_DIR")

@@ -1,6 +1,6 @@
 """Write kubetray's icon SVG sources and render them to PNG with Qt (offscreen).
 
-Four tray states (ok, expiring, login, error), each for light and dark panels, and a
+Five tray states (ok, expiring, login, error, none: nothing set up yet), each for light and dark panels, and a
 monochrome macOS template image. Run: .venv/bin/python scripts/render_icons.py
 """
 
@@ -20,6 +20,7 @@ STATES = {  # badge colour, badge glyph (SVG path in a 10x10 box at the badge)
     "expiring": ("#e0a100", "M7 3.5 V7.5 L9.5 9"),
     "login": ("#2f6fd6", "M7 3 V8 M7 10 V10.5"),
     "error": ("#d13b3b", "M4.5 4.5 L9.5 9.5 M9.5 4.5 L4.5 9.5"),
+    "none": ("#8a8a8a", "M4 7 H10"),  # nothing set up yet
 }
 THEMES = {"light": "#2b2b2b", "dark": "#f2f2f2"}  # the panel they are read on: light or dark
 

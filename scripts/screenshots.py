@@ -129,7 +129,6 @@ def shoot(work: Path) -> int:
             subprocess.run(
                 [str(helper), *args], env=env, capture_output=True, timeout=60, check=False
             )
-        from app.model import Identity
         from app.oidc.settings import OIDCSettings
 
         pending = OIDCSettings(
@@ -138,10 +137,7 @@ def shoot(work: Path) -> int:
             scopes=("openid", "email"),
             grant_type="device-code",
         )
-        parts.logins.state(
-            Identity(key="oidc|shots|other", name="other-audience@" + idp.issuer[7:], kind="oidc"),
-            pending,
-        )
+        parts.logins.identity(pending, "staging-oidc")
         settle(1.5)
         view.refresh()
         # The tray menu, popped up under the tray icon.

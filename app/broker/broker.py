@@ -1,26 +1,19 @@
-"""The broker: which identity a request names, and its credential from memory or the store.
+"""The broker: which identity a request names, its credential, and every identity's status.
 
-Qt-free and transport-free: the IPC service calls it, the tray will call it, tests call it.
-One lock per identity makes concurrent callers of the same identity share one fetch (single
-flight) while other identities go on.
+Qt-free and transport-free: the IPC service calls it, the tray calls it through its
+controller, tests call it. ``get_credential`` is the story of one kubectl call.
 """
 
 import threading
 from collections import deque
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
-from urllib.parse import urlsplit
 
-from app.broker.logins import Conversation, Logins
+from app.broker.flight import Conversation
+from app.broker.logins import Logins
+from app.broker.registry import IdentityState, Registry
 from app.errors import CredentialError, UsageError
-from app.model import (
-    OIDC,
-    CallRecord,
-    Credential,
-    Identity,
-    IdentityState,
-)
+from app.model import OIDC, STORED, CallRecord, ContextUse, Credential, IdentityStatus, State
 from app.oidc.settings import OIDCSettings
 from app.stored import StoredCredentials
 from exec_helper.options import HelperOptions
@@ -33,24 +26,8 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-def identity_for(opts: HelperOptions) -> Identity:
-    """The identity a request names: a stored credential, or an OIDC login."""
-    if opts.stored:
-        return Identity(key=f"stored:{opts.stored}", name=opts.stored, kind="stored")
-    if opts.oidc_issuer_url and opts.oidc_client_id:
-        scopes = ",".join(sorted(set(opts.oidc_extra_scope)))
-        params = ",".join(f"{k}={v}" for k, v in sorted(opts.oidc_auth_request_extra_params))
-        key = "|".join(
-            ["oidc", opts.oidc_issuer_url, opts.oidc_client_id, scopes, params, opts.username or ""]
-        )
-        host = urlsplit(opts.oidc_issuer_url).netloc or opts.oidc_issuer_url
-        user = f"{opts.username}/" if opts.username else ""
-        return Identity(key=key, name=f"{user}{opts.oidc_client_id}@{host}", kind=OIDC)
-    raise UsageError(
-        "kubetray-exec was not told which credential to serve",
-        "give --stored NAME, or --oidc-issuer-url and --oidc-client-id, in the exec args or in "
-        "the cluster's client.authentication.k8s.io/exec extension",
-    )
+def _no_contexts() -> dict[str, list[ContextUse]]:
+    return {}
 
 
 class Broker:
@@ -59,113 +36,120 @@ class Broker:
     def __init__(
         self,
         stored: StoredCredentials,
+        registry: Registry,
         logins: Logins | None = None,
         clock: Callable[[], datetime] = utcnow,
-        started: datetime | None = None,
+        contexts: Callable[[], dict[str, list[ContextUse]]] = _no_contexts,
     ) -> None:
+        """``contexts`` maps identity keys to the kubeconfig contexts that use them."""
         self._stored = stored
+        self.registry = registry
         self.logins = logins
         self._clock = clock
+        self._contexts = contexts
         self._lock = threading.Lock()
-        self._states: dict[str, IdentityState] = {}
-        self._flights: dict[str, threading.Lock] = {}
         self._records: deque[CallRecord] = deque(maxlen=MAX_RECORDS)
-        self.started = started or clock()
+        self.started = clock()
 
-    def _state(self, identity: Identity) -> tuple[IdentityState, threading.Lock]:
-        with self._lock:
-            state = self._states.get(identity.key)
-            if state is None:
-                state = self._states[identity.key] = IdentityState(identity)
-            return state, self._flights.setdefault(identity.key, threading.Lock())
+    # -- which identity ---------------------------------------------------------------------
+
+    def identity(self, opts: HelperOptions) -> IdentityState:
+        """The identity a request names: a stored credential, or an OIDC login."""
+        if opts.stored:
+            return self.registry.stored(opts.stored)
+        if opts.oidc_issuer_url and opts.oidc_client_id:
+            settings = OIDCSettings.from_options(opts)
+            return self.registry.oidc(settings, opts.name, lambda: self._kubeconfig_name(settings))
+        raise UsageError(
+            "kubetray-exec was not told which credential to serve",
+            "give --stored NAME, or --oidc-issuer-url and --oidc-client-id, in the exec args or "
+            "in the cluster's client.authentication.k8s.io/exec extension",
+        )
+
+    def _kubeconfig_name(self, settings: OIDCSettings) -> str:
+        """The kubeconfig user that runs this identity, else the context (per-cluster config)."""
+        uses = self._contexts().get(settings.key) or []
+        users = {u.user for u in uses}
+        if len(users) == 1:
+            return users.pop()
+        return uses[0].context if uses else settings.fallback_name
+
+    # -- the story of one call --------------------------------------------------------------
 
     def get_credential(
         self,
+        st: IdentityState,
         opts: HelperOptions,
+        conv: Conversation,
         cluster: str | None = None,
         skip_cache: bool = False,
-        conv: Conversation | None = None,
-    ) -> tuple[Identity, Credential]:
-        """The credential for the identity ``opts`` names, fetched at most once at a time."""
-        identity = identity_for(opts)
-        if identity.kind == OIDC:
-            return identity, self._oidc_credential(identity, opts, cluster, skip_cache, conv)
-        state, flight = self._state(identity)
-        with flight:
-            now = self._clock()
-            state.last_used = now
-            state.calls += 1
+    ) -> Credential:
+        """The credential of ``st`` (which ``opts`` named): from memory, the store, or a login.
+
+        ``skip_cache``: the client got a 401 with the last one (or ``--force-refresh``).
+        """
+        self._note_use(st, cluster)
+        skip_cache = skip_cache or opts.force_refresh
+        try:
+            if st.identity.kind == OIDC:
+                credential = self._oidc_credential(st, opts, conv, skip_cache)
+            else:
+                credential = self._stored_credential(st, skip_cache)
+        except Exception as e:
+            st.last_error = getattr(e, "message", None) or str(e)
+            raise
+        st.last_error = None
+        return credential
+
+    def _note_use(self, st: IdentityState, cluster: str | None) -> None:
+        with self._lock:
+            st.calls += 1
+            st.last_used = self._clock()
             if cluster:
-                state.clusters.add(cluster)
-            try:
-                credential = state.credential
-                if credential is None or skip_cache or opts.force_refresh:
-                    credential = self._fetch(identity)
-                if credential.expires is not None and credential.expires <= now:
-                    raise CredentialError(
-                        f"the credential {identity.name} expired at "
-                        f"{credential.expires:%Y-%m-%d %H:%M:%S}Z",
-                        f"store a new one: kubetray store {identity.name} ...",
-                    )
-            except Exception as e:
-                state.last_error = getattr(e, "message", None) or str(e)
-                raise
-            state.credential, state.last_error = credential, None
-            return identity, credential
+                st.clusters.add(cluster)
 
     def _oidc_credential(
-        self,
-        identity: Identity,
-        opts: HelperOptions,
-        cluster: str | None,
-        skip_cache: bool,
-        conv: Conversation | None,
+        self, st: IdentityState, opts: HelperOptions, conv: Conversation, skip_cache: bool
     ) -> Credential:
-        if self.logins is None or conv is None:
-            raise CredentialError(f"login required for {identity.name}", "OIDC is not enabled")
-        state, _ = self._state(identity)
-        with self._lock:
-            state.calls += 1
-            state.last_used = self._clock()
-            if cluster:
-                state.clusters.add(cluster)
-        try:
-            tokens = self.logins.token(
-                identity,
-                OIDCSettings.from_options(opts),
-                conv,
-                refresh=skip_cache or opts.force_refresh,
-                may_login=not opts.no_login,
-            )
-        except Exception as e:
-            state.last_error = getattr(e, "message", None) or str(e)
-            raise
-        state.last_error = None
+        if self.logins is None:
+            raise CredentialError(f"login required for {st.identity.name}", "OIDC is not enabled")
+        tokens = self.logins.token(st, conv, refresh=skip_cache, may_login=not opts.no_login)
         token = tokens.access_token if opts.oidc_use_access_token else tokens.id_token
         if not token:
-            raise CredentialError(f"the provider gave {identity.name} no token to send")
+            raise CredentialError(f"the provider gave {st.identity.name} no token to send")
         return Credential(
             token=token,
             expires=tokens.handed_out_expiry(self._clock(), self.logins.margin),
             subject=tokens.who(),
         )
 
-    def _fetch(self, identity: Identity) -> Credential:
-        stored = self._stored.load(identity.name)
-        return Credential(
-            token=stored.token,
-            certificate_pem=stored.certificate_pem,
-            key_pem=stored.key_pem,
-            expires=stored.not_after,
-            subject=stored.subject,
-        )
+    def _stored_credential(self, st: IdentityState, skip_cache: bool) -> Credential:
+        with st.lock:  # one store read for all concurrent callers
+            credential = st.credential
+            if credential is None or skip_cache:
+                stored = self._stored.load(st.identity.name)
+                credential = st.credential = Credential(
+                    token=stored.token,
+                    certificate_pem=stored.certificate_pem,
+                    key_pem=stored.key_pem,
+                    expires=stored.not_after,
+                    subject=stored.subject,
+                )
+        if credential.expires is not None and credential.expires <= self._clock():
+            raise CredentialError(
+                f"the credential {st.identity.name} expired at "
+                f"{credential.expires:%Y-%m-%d %H:%M:%S}Z",
+                f"store a new one: kubetray store {st.identity.name} ...",
+            )
+        return credential
 
     def invalidate(self, name: str) -> None:
         """Forget a cached stored credential (it was stored again or removed)."""
-        with self._lock:
-            state = self._states.get(f"stored:{name}")
-            if state is not None:
-                state.credential = None
+        st = self.registry.get(f"stored:{name}")
+        if st is not None:
+            st.credential = None
+
+    # -- records and status -----------------------------------------------------------------
 
     def record(self, rec: CallRecord) -> None:
         """Add a call to the record (most recent last)."""
@@ -177,76 +161,101 @@ class Broker:
         with self._lock:
             return list(self._records)[-limit:][::-1]
 
-    def status(self) -> dict[str, Any]:
-        """Every identity known to this agent or the store, with its state."""
-        now = self._clock()
+    def counts(self) -> tuple[int, int]:
+        """Calls recorded: (succeeded, failed)."""
         with self._lock:
-            states = dict(self._states)
             ok = sum(1 for r in self._records if r.ok)
-            failed = len(self._records) - ok
-        identities: dict[str, dict[str, Any]] = {}
+            return ok, len(self._records) - ok
+
+    def status(self) -> list[IdentityStatus]:
+        """Every identity known to this agent, its index or the store, with its state."""
+        now = self._clock()
+        contexts = self._contexts()
+        out: list[IdentityStatus] = []
+        seen: set[str] = set()
+        for st in self.registry.known():
+            seen.add(st.identity.name)
+            uses = tuple(u.context for u in contexts.get(st.identity.key, ()))
+            if st.identity.kind == OIDC:
+                out.append(self._oidc_status(st, now, uses))
+            else:
+                out.append(self._stored_status(st, now, uses))
         for info in self._stored.list():
-            expires = datetime.fromisoformat(info.not_after) if info.not_after else None
-            identities[f"stored:{info.name}"] = {
-                "name": info.name,
-                "kind": info.kind,
-                "state": "expired" if expires and expires <= now else "ready",
-                "expires": expires.isoformat() if expires else None,
-                "subject": info.subject,
-                "calls": 0,
-                "last_used": None,
-                "clusters": [],
-                "error": None,
-            }
-        for key, state in states.items():
-            entry = identities.setdefault(
-                key,
-                {
-                    "name": state.identity.name,
-                    "kind": state.identity.kind,
-                    "state": "needs login" if state.identity.kind == OIDC else "unknown",
-                    "expires": None,
-                    "subject": None,
-                },
-            )
-            cred = state.credential
-            if cred is not None:
-                entry["expires"] = cred.expires.isoformat() if cred.expires else None
-                entry["state"] = "expired" if cred.expires and cred.expires <= now else "ready"
-            if state.last_error:
-                entry["state"] = "error" if state.identity.kind != OIDC else "needs login"
-            entry.update(
-                calls=state.calls,
-                last_used=state.last_used.isoformat() if state.last_used else None,
-                clusters=sorted(state.clusters),
-                error=state.last_error,
-            )
-        if self.logins is not None:
-            for st in self.logins.known():
-                entry = identities.setdefault(st.identity.key, {"name": st.identity.name})
-                tokens = st.tokens
-                blocked = bool(st.blocked_until and now < st.blocked_until)
-                if st.login is not None:
-                    entry["state"] = "logging in"
-                elif tokens is not None and tokens.expires_at > now:
-                    fresh = tokens.fresh(now, self.logins.margin)
-                    entry["state"] = "ready" if fresh else "expiring"
-                else:
-                    entry["state"] = "needs login"
-                entry.update(
-                    kind=OIDC,
-                    issuer=st.settings.issuer,
-                    client_id=st.settings.client_id,
-                    who=tokens.who() if tokens else None,
-                    groups=tokens.claims.get("groups") if tokens else None,
-                    expires=tokens.expires_at.isoformat() if tokens else None,
-                    refreshable=bool(tokens and tokens.refresh_token),
-                    refreshes=st.refreshes,
-                    error=st.blocked_reason if blocked else entry.get("error"),
+            if info.name not in seen:
+                expires = datetime.fromisoformat(info.not_after) if info.not_after else None
+                state = State.EXPIRED if expires and expires <= now else State.READY
+                out.append(
+                    IdentityStatus(
+                        name=info.name,
+                        kind=info.kind,
+                        state=state,
+                        expires=expires.isoformat() if expires else None,
+                        subject=info.subject,
+                        contexts=tuple(u.context for u in contexts.get(f"stored:{info.name}", ())),
+                    )
                 )
-                entry.setdefault("calls", 0)
-        return {
-            "started": self.started.isoformat(),
-            "identities": list(identities.values()),
-            "calls": {"ok": ok, "failed": failed},
-        }
+        return out
+
+    def _stored_status(
+        self, st: IdentityState, now: datetime, contexts: tuple[str, ...]
+    ) -> IdentityStatus:
+        cred = st.credential
+        expires = cred.expires if cred else None
+        if st.last_error:
+            state = State.ERROR
+        elif expires and expires <= now:
+            state = State.EXPIRED
+        else:
+            state = State.READY
+        kind = STORED
+        info = next((i for i in self._stored.list() if i.name == st.identity.name), None)
+        if info is not None:
+            kind = info.kind
+            if expires is None and info.not_after:
+                expires = datetime.fromisoformat(info.not_after)
+        return IdentityStatus(
+            name=st.identity.name,
+            kind=kind,
+            state=state,
+            expires=expires.isoformat() if expires else None,
+            subject=(cred.subject if cred else None) or (info.subject if info else None),
+            calls=st.calls,
+            last_used=st.last_used.isoformat() if st.last_used else None,
+            clusters=tuple(sorted(st.clusters)),
+            contexts=contexts,
+            error=st.last_error,
+        )
+
+    def _oidc_status(
+        self, st: IdentityState, now: datetime, contexts: tuple[str, ...]
+    ) -> IdentityStatus:
+        assert st.settings is not None
+        tokens = st.tokens
+        margin = self.logins.margin if self.logins else None
+        blocked = st.blocked_reason if st.blocked_until and now < st.blocked_until else None
+        if st.login is not None:
+            state = State.LOGGING_IN
+        elif tokens is not None and tokens.expires_at > now:
+            fresh = tokens.fresh(now, margin) if margin else True
+            state = State.READY if fresh else State.EXPIRING
+        else:
+            state = State.NEEDS_LOGIN
+        groups = tokens.claims.get("groups") if tokens else None
+        return IdentityStatus(
+            name=st.identity.name,
+            kind=OIDC,
+            state=state,
+            expires=tokens.expires_at.isoformat() if tokens else None,
+            who=tokens.who() if tokens else None,
+            groups=tuple(str(g) for g in groups) if isinstance(groups, list) else (),
+            issuer=st.settings.issuer,
+            client_id=st.settings.client_id,
+            refreshable=bool(tokens and tokens.refresh_token),
+            refreshes=st.refreshes,
+            refreshed_at=st.refreshed_at.isoformat() if st.refreshed_at else None,
+            calls=st.calls,
+            last_used=st.last_used.isoformat() if st.last_used else None,
+            clusters=tuple(sorted(st.clusters)),
+            contexts=contexts,
+            error=blocked or st.last_error,
+        )

@@ -1,28 +1,25 @@
-"""OIDC identities: one login per identity for every caller, refresh ahead, tokens persisted.
+"""OIDC tokens of every identity: served from memory, refreshed ahead, or from a shared login.
 
-* Every caller of an identity that needs a login waits on the *same* login, and sees its
-  progress (device code, "waiting for the browser") on its own stderr.
-* A login that fails, times out or is cancelled blocks the identity for a while: callers fail
-  fast with a remedy instead of opening another browser tab (no browser storms).
+* ``token()`` is the story of one caller: fresh tokens from memory (no lock); else, under the
+  identity's lock, the secret store, a refresh, or the identity's one login (app.broker.flight).
 * Refreshes happen under the identity's lock, one at a time, and the rotated refresh token is
-  in the keyring before anyone uses it. Two refreshes racing would present a rotated token,
-  and a strict provider revokes the whole grant for that.
-* A scheduler refreshes ahead of expiry, so in steady state no caller waits on the provider.
+  in the store before anyone uses it. Two refreshes racing would present a rotated token, and a
+  strict provider revokes the whole grant for that.
+* The scheduler (app.broker.refresh) refreshes ahead of expiry, so in steady state no caller
+  waits on the provider.
 """
 
 import hashlib
-import heapq
-import json
 import logging
-import os
-import threading
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from app import jsonfile
-from app.errors import AppError, CredentialError
+from app.broker import flight
+from app.broker.flight import Conversation, Login, LoginRequired
+from app.broker.refresh import RefreshScheduler
+from app.broker.registry import IdentityState, Registry
+from app.errors import AppError
 from app.model import Identity
 from app.oidc.browser import Browser
 from app.oidc.loopback import LoginError
@@ -33,125 +30,28 @@ from app.store.secret_store import SecretStore
 if TYPE_CHECKING:
     from app.oidc.client import OIDCClient
 
+__all__ = ["Conversation", "Login", "LoginObserver", "LoginRequired", "Logins"]
+
 log = logging.getLogger(__name__)
 
-BLOCK_AFTER_FAILURE = timedelta(minutes=2)
-KEEPALIVE = 10.0
 RETRY_REFRESH = timedelta(seconds=30)
-
-
-class Conversation(Protocol):
-    """A caller waiting for a credential: it can be told things and, if interactive, asked."""
-
-    interactive: bool
-    """Its user can answer prompts (spec.interactive and stdin a terminal)."""
-    visible: bool
-    """What it is told reaches a person (its stderr is a terminal, or it is the tray)."""
-
-    def tell(self, text: str) -> None: ...
-    def ask(self, text: str, secret: bool) -> str | None: ...
-    def keepalive(self) -> None: ...
-    def device_code(self, user_code: str, uri: str) -> None:
-        """The device code and where to enter it (``tell`` has already said it in words)."""
 
 
 class LoginObserver(Protocol):
     """Someone who wants to see every login (the tray). Called from worker threads."""
 
-    def login_started(self, login: "Login") -> None: ...
+    def login_started(self, login: Login) -> None: ...
     def login_finished(self, name: str, error: AppError | None) -> None: ...
     def login_required(self, name: str, reason: str) -> None: ...
 
 
-class LoginRequired(CredentialError):
-    """The identity needs a login and this caller cannot start or wait for one."""
+def store_key(identity: Identity) -> str:
+    """Where an identity's tokens live in the secret store."""
+    return _store_key(identity.key)
 
 
-class Login:
-    """One login in flight; implements LoginUI for the OIDC engine."""
-
-    def __init__(self, name: str, browser: Browser) -> None:
-        self.name = name
-        self._browser = browser
-        self._lock = threading.Lock()
-        self._history: list[str] = []
-        self._listeners: list[Conversation] = []
-        self.done = threading.Event()
-        self.cancelled = threading.Event()
-        self.result: TokenSet | None = None
-        self.error: AppError | None = None
-        self.browsers_opened = 0
-        self.url: str | None = None
-        self.device: tuple[str, str] | None = None
-
-    def join(self, conv: Conversation) -> None:
-        with self._lock:
-            self._listeners.append(conv)
-            history = list(self._history)
-        for text in history:
-            conv.tell(text)
-
-    def leave(self, conv: Conversation) -> None:
-        with self._lock:
-            if conv in self._listeners:
-                self._listeners.remove(conv)
-
-    def show(self, text: str) -> None:
-        log.info("login %s: %s", self.name, text)
-        with self._lock:
-            self._history.append(text)
-            listeners = list(self._listeners)
-        for conv in listeners:
-            conv.tell(text)
-
-    @property
-    def browser_available(self) -> bool:
-        return self._browser.available()
-
-    def open_browser(self, url: str) -> bool:
-        if not self._browser.available():
-            return False
-        self.browsers_opened += 1
-        self.url = url
-        return self._browser.open(url)
-
-    def show_device_code(self, user_code: str, uri: str) -> None:
-        self.device = (user_code, uri)
-        with self._lock:
-            listeners = list(self._listeners)
-        for conv in listeners:
-            conv.device_code(user_code, uri)
-
-    def prompt(self, text: str, secret: bool) -> str | None:
-        with self._lock:
-            asked = next((c for c in self._listeners if c.interactive), None)
-        if asked is None:
-            raise LoginError(
-                f"the login to {self.name} needs an answer typed in a terminal",
-                f'run "kubetray login {self.name}" in a terminal',
-            )
-        return asked.ask(text, secret)
-
-
-@dataclass
-class OIDCState:
-    """An OIDC identity as the agent knows it."""
-
-    identity: Identity
-    settings: OIDCSettings
-    client: "OIDCClient"
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    tokens: TokenSet | None = None
-    loaded: bool = False
-    login: Login | None = None
-    blocked_until: datetime | None = None
-    blocked_reason: str | None = None
-    refreshes: int = 0
-    refreshed_at: datetime | None = None
-
-
-def _store_key(identity: Identity) -> str:
-    return "oidc/" + hashlib.sha256(identity.key.encode()).hexdigest()[:32]
+def _store_key(key: str) -> str:
+    return "oidc/" + hashlib.sha256(key.encode()).hexdigest()[:32]
 
 
 class Logins:
@@ -160,109 +60,90 @@ class Logins:
     def __init__(
         self,
         store: SecretStore,
-        index_path: str,
+        registry: Registry,
         clock: Callable[[], datetime],
         browser: Callable[[str | None], Browser] = Browser,
         client: "Callable[[OIDCSettings, Callable[[], datetime]], OIDCClient] | None" = None,
     ) -> None:
         self._store = store
-        self._index_path = index_path
+        self.registry = registry
         self._clock = clock
         self._browser = browser
         self._client_factory = client
-        self._lock = threading.Lock()
-        self._states: dict[str, OIDCState] = {}
-        self._due: list[tuple[datetime, int, str]] = []
-        self._seq = 0
-        self._wake = threading.Condition(self._lock)
-        self._stopped = False
         self.margin = MIN_MARGIN
         """The least time before expiry at which tokens are refreshed (a setting)."""
         self.observers: list[LoginObserver] = []
         self.desktop = False
         """A desktop app (the tray) hosts these logins: it can always show and ask."""
-        self._scheduler = threading.Thread(target=self._refresh_ahead, name="refresh", daemon=True)
-        self._scheduler.start()
-
-    def _client(self, settings: OIDCSettings, clock: Callable[[], datetime]) -> "OIDCClient":
-        if self._client_factory is not None:
-            return self._client_factory(settings, clock)
-        from app.oidc.client import OIDCClient  # requests + authlib: only once OIDC is used
-
-        return OIDCClient(settings, clock)
+        self._scheduler = RefreshScheduler(clock, self._refresh_if_due)
 
     # -- identities -------------------------------------------------------------------------
 
-    def state(self, identity: Identity, settings: OIDCSettings) -> OIDCState:
-        """The identity's state, created on first sight (and remembered across restarts)."""
-        with self._lock:
-            st = self._states.get(identity.key)
-            if st is None:
-                st = OIDCState(identity, settings, self._client(settings, self._clock))
-                self._states[identity.key] = st
-                self._remember(st)
-            elif st.settings != settings:
-                st.settings = settings  # e.g. another browser command: same identity
-                st.client = self._client(settings, self._clock)
-            return st
+    def identity(
+        self,
+        settings: OIDCSettings,
+        chosen: str | None = None,
+        default: Callable[[], str] | None = None,
+    ) -> IdentityState:
+        """The identity ``settings`` log in as (see Registry.oidc)."""
+        return self.registry.oidc(settings, chosen, default)
 
-    def find(self, name: str) -> OIDCState | None:
-        """An identity by its display name, from this run or from the index."""
-        with self._lock:
-            for st in self._states.values():
-                if st.identity.name == name:
-                    return st
-        entry = self._read_index().get(name)
-        if entry is None:
-            return None
-        settings = OIDCSettings.from_dict(entry["settings"])
-        identity = Identity(key=entry["key"], name=name, kind="oidc")
-        return self.state(identity, settings)
+    def find(self, name: str) -> IdentityState | None:
+        """An OIDC identity by its name, from this run or from the index."""
+        st = self.registry.find(name)
+        return st if st is not None and st.settings is not None else None
 
-    def _read_index(self) -> dict[str, Any]:
-        doc = jsonfile.load(self._index_path)
-        return dict(doc) if isinstance(doc, dict) else {}
+    def known(self) -> list[IdentityState]:
+        """OIDC identities of this run plus those remembered from earlier ones."""
+        return [st for st in self.registry.known() if st.settings is not None]
 
-    def _remember(self, st: OIDCState) -> None:
-        """Record the identity's non-secret settings, so `kubetray login NAME` works later."""
-        index = self._read_index()
-        settings = asdict(st.settings)
-        settings.pop("client_secret")
-        settings.pop("password")
-        index[st.identity.name] = {"key": st.identity.key, "settings": settings}
-        os.makedirs(os.path.dirname(self._index_path), mode=0o700, exist_ok=True)
-        tmp = f"{self._index_path}.{os.getpid()}.tmp"
-        with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
-            json.dump(index, f, indent=2, sort_keys=True)
-        os.replace(tmp, self._index_path)
+    def load_known(self) -> None:
+        """Read every known identity's tokens, so status is true before the first call and
+        refresh-ahead resumes after a restart (run on a worker thread: keyrings can be slow)."""
+        for st in self.known():
+            with st.lock:
+                try:
+                    self._load(st)
+                except AppError as e:
+                    log.warning("cannot read the tokens of %s: %s", st.identity.name, e.message)
 
-    def known(self) -> list[OIDCState]:
-        """Identities of this run plus those remembered from earlier ones."""
-        for name in self._read_index():
-            self.find(name)
-        with self._lock:
-            return list(self._states.values())
+    def client(self, st: IdentityState) -> "OIDCClient":
+        """The provider client for ``st``'s current settings (made on first use)."""
+        assert st.settings is not None
+        if st.client is None:  # the registry drops it when the settings change
+            if self._client_factory is not None:
+                st.client = self._client_factory(st.settings, self._clock)
+            else:
+                from app.oidc.client import OIDCClient  # requests + authlib: only once used
+
+                st.client = OIDCClient(st.settings, self._clock)
+        return st.client
 
     # -- tokens -----------------------------------------------------------------------------
 
-    def _load(self, st: OIDCState) -> None:
+    def _load(self, st: IdentityState) -> None:
         if st.loaded:
             return
-        data = self._store.get(_store_key(st.identity))
+        data = self._store.get(_store_key(st.identity.key))
+        if data is None and st.legacy_key:  # written by an earlier kubetray under another key
+            data = self._store.get(_store_key(st.legacy_key))
+            if data is not None:
+                self._store.set(_store_key(st.identity.key), data)
+                self._store.delete(_store_key(st.legacy_key))
         st.tokens = TokenSet.from_bytes(data) if data else None
         st.loaded = True
-        if st.tokens and st.tokens.refresh_token:
-            self._schedule(st)
-
-    def _save(self, st: OIDCState, tokens: TokenSet) -> None:
-        # In the keyring before anyone uses it: a rotated refresh token must never be lost.
-        self._store.set(_store_key(st.identity), tokens.to_bytes())
-        st.tokens = tokens
         self._schedule(st)
 
-    def _refresh(self, st: OIDCState) -> TokenSet:
+    def _save(self, st: IdentityState, tokens: TokenSet) -> None:
+        # In the store before anyone uses it: a rotated refresh token must never be lost.
+        self._store.set(_store_key(st.identity.key), tokens.to_bytes())
+        st.tokens = tokens
+        st.loaded = True
+        self._schedule(st)
+
+    def _refresh(self, st: IdentityState) -> TokenSet:
         assert st.tokens is not None
-        fresh = st.client.refresh(st.tokens)
+        fresh = self.client(st).refresh(st.tokens)
         self._save(st, fresh)
         st.refreshes += 1
         st.refreshed_at = self._clock()
@@ -271,22 +152,22 @@ class Logins:
 
     def token(
         self,
-        identity: Identity,
-        settings: OIDCSettings,
+        st: IdentityState,
         conv: Conversation,
         refresh: bool = False,
         explicit: bool = False,
         relogin: bool = False,
         may_login: bool = True,
+        auth_params: dict[str, str] | None = None,
     ) -> TokenSet:
-        """Valid tokens for ``identity``: cached, refreshed, or from a login all callers share.
+        """Valid tokens for ``st``: cached, refreshed, or from a login all callers share.
 
         ``refresh``: do not trust the cache (a 401 re-run). ``explicit``: the user asked for
         this login (kubetray login), so a recent failure does not block it. ``relogin``: log in
         again even with valid tokens. ``may_login``: False never starts or joins a login (the
-        kubelet cannot wait for a person).
+        kubelet cannot wait for a person). ``auth_params``: added to a browser login's request.
         """
-        st = self.state(identity, settings)
+        name = st.identity.name
         tokens = st.tokens
         if tokens and tokens.fresh(self._clock(), self.margin) and not (refresh or relogin):
             return tokens  # the hot path: no lock
@@ -300,99 +181,76 @@ class Logins:
                 try:
                     return self._refresh(st)
                 except LoginError as e:
-                    log.warning("refresh of %s failed: %s", identity.name, e.message)
+                    log.warning("refresh of %s failed: %s", name, e.message)
                     if tokens.expires_at > now and not refresh:
                         return tokens  # still valid; the scheduler tries again
             if not may_login:
                 raise LoginRequired(
-                    f"login required for {identity.name}",
-                    f'this caller cannot wait for one; run "kubetray login {identity.name}"',
+                    f"login required for {name}",
+                    f'this caller cannot wait for one; run "kubetray login {name}"',
                 )
             login = st.login
-            joined = False
             if login is None:
-                if st.blocked_until and now < st.blocked_until and not explicit:
-                    for observer in self.observers:
-                        observer.login_required(identity.name, str(st.blocked_reason))
-                    raise LoginRequired(
-                        f"login required for {identity.name}",
-                        f'the last login {st.blocked_reason}; run "kubetray login {identity.name}"',
-                    )
-                browser = self._browser(settings.browser_command)
-                if not self.desktop:
-                    self._check_reachable(identity, settings, conv, browser)
-                login = st.login = Login(identity.name, browser)
-                for observer in self.observers:
-                    observer.login_started(login)
-                # Join before the login runs: its first prompt must find this caller.
+                login = self._start_login(st, conv, now, explicit, auth_params or {})
+            else:
                 login.join(conv)
-                joined = True
-                threading.Thread(
-                    target=self._run_login,
-                    args=(st, login),
-                    name=f"login-{identity.name}",
-                    daemon=True,
-                ).start()
-        if not joined:
-            login.join(conv)
-        try:
-            while not login.done.wait(KEEPALIVE):
-                conv.keepalive()
-        finally:
-            login.leave(conv)
-        if login.error is not None:
-            raise login.error
-        assert login.result is not None
-        return login.result
+        return login.wait(conv)
 
-    @staticmethod
-    def _check_reachable(
-        identity: Identity, settings: OIDCSettings, conv: Conversation, browser: Browser
-    ) -> None:
-        """Start a login only if it can finish: never one that nobody can see or answer."""
-        grant = settings.grant_type
-        if grant == "password" and settings.username and settings.password:
-            return  # needs nobody
-        remedy = f'run "kubetray login {identity.name}" in a terminal'
-        if grant in ("password", "authcode-keyboard"):
-            if not conv.interactive:
-                raise LoginRequired(
-                    f"login required for {identity.name}",
-                    f"its login needs an answer typed in a terminal; {remedy}",
-                )
-        elif not (conv.interactive or conv.visible or browser.available()):
-            raise LoginRequired(
-                f"login required for {identity.name}", f"nothing here can show a login; {remedy}"
-            )
-
-    def _run_login(self, st: OIDCState, login: Login) -> None:
+    def switch_account(self, st: IdentityState, conv: Conversation) -> TokenSet:
+        """Log in again, with ``prompt=select_account`` where the provider offers it."""
+        params = {}
         try:
-            tokens = self._interactive_login(st, login)
-            with st.lock:
-                self._save(st, tokens)
-                st.blocked_until = st.blocked_reason = None
-            login.result = tokens
-            login.show(f"Logged in to {st.identity.name} as {tokens.who()}.")
-        except AppError as e:
-            login.error = e
-            with st.lock:
-                st.blocked_until = self._clock() + BLOCK_AFTER_FAILURE
-                st.blocked_reason = f"failed: {e.message}"
-        except Exception as e:
-            log.exception("login of %s failed", st.identity.name)
-            login.error = AppError(f"the login to {st.identity.name} failed: {type(e).__name__}")
-            with st.lock:
-                st.blocked_until = self._clock() + BLOCK_AFTER_FAILURE
-                st.blocked_reason = "failed"
-        finally:
-            with st.lock:
-                st.login = None
-            login.done.set()
+            if "select_account" in self.client(st).metadata().prompt_values_supported:
+                params["prompt"] = "select_account"
+        except AppError:
+            pass  # the login reports the unreachable provider itself
+        return self.token(st, conv, explicit=True, relogin=True, auth_params=params)
+
+    def _start_login(
+        self,
+        st: IdentityState,
+        conv: Conversation,
+        now: datetime,
+        explicit: bool,
+        auth_params: dict[str, str],
+    ) -> Login:
+        """Start the identity's login (caller holds its lock) with ``conv`` already joined."""
+        name = st.identity.name
+        assert st.settings is not None
+        blocked = flight.blocked_reason(st, now)
+        if blocked and not explicit:
             for observer in self.observers:
-                observer.login_finished(st.identity.name, login.error)
+                observer.login_required(name, blocked)
+            raise LoginRequired(
+                f"login required for {name}",
+                f'the last login {blocked}; run "kubetray login {name}"',
+            )
+        browser = self._browser(st.settings.browser_command)
+        if not self.desktop:
+            _check_reachable(st, conv, browser)
+        login = st.login = Login(name, browser)
+        login.auth_params = auth_params
+        for observer in self.observers:
+            observer.login_started(login)
+        login.join(conv)  # before the login runs: its first prompt must find this caller
 
-    def _interactive_login(self, st: OIDCState, login: Login) -> TokenSet:
-        settings, client = st.settings, st.client
+        def finished(error: AppError | None) -> None:
+            for observer in self.observers:
+                observer.login_finished(name, error)
+
+        flight.run(
+            st,
+            login,
+            lambda lg: self._interactive_login(st, lg),
+            lambda tokens: self._save(st, tokens),
+            self._clock,
+            finished,
+        )
+        return login
+
+    def _interactive_login(self, st: IdentityState, login: Login) -> TokenSet:
+        settings, client = st.settings, self.client(st)
+        assert settings is not None
         grant = settings.grant_type
         login.show(f"Logging in to {st.identity.name} ({settings.issuer})…")
         if grant == "password":
@@ -427,42 +285,35 @@ class Logins:
             self._load(st)
             if st.tokens is not None:
                 try:
-                    st.client.revoke(st.tokens)
+                    self.client(st).revoke(st.tokens)
                 except AppError as e:
                     log.warning("could not revoke %s: %s", name, e.message)
-            self._store.delete(_store_key(st.identity))
+            self._store.delete(_store_key(st.identity.key))
             st.tokens = None
             st.blocked_until = None
         return True
 
+    def forget(self, name: str) -> bool:
+        """Log out of ``name`` and remove the identity (it comes back if kubectl uses it)."""
+        st = self.find(name)
+        if st is None or not self.logout(name):
+            return False
+        if st.login is not None:
+            st.login.cancelled.set()
+        self.registry.remove(st.identity.key)
+        return True
+
     # -- refresh ahead ----------------------------------------------------------------------
 
-    def _schedule(self, st: OIDCState, when: datetime | None = None) -> None:
+    def _schedule(self, st: IdentityState, when: datetime | None = None) -> None:
         if st.tokens is None or not st.tokens.refresh_token:
             return
-        with self._wake:
-            self._seq += 1
-            due = when or st.tokens.refresh_due(self.margin)
-            heapq.heappush(self._due, (due, self._seq, st.identity.key))
-            self._wake.notify()
+        self._scheduler.schedule(st.identity.key, when or st.tokens.refresh_due(self.margin))
 
-    def _refresh_ahead(self) -> None:
-        while True:
-            with self._wake:
-                while not self._stopped:
-                    now = self._clock()
-                    if self._due and self._due[0][0] <= now:
-                        _, _, key = heapq.heappop(self._due)
-                        st = self._states.get(key)
-                        break
-                    wait = (self._due[0][0] - now).total_seconds() if self._due else None
-                    self._wake.wait(min(wait, 60.0) if wait is not None else None)
-                else:
-                    return
-            if st is not None:
-                self._refresh_if_due(st)
-
-    def _refresh_if_due(self, st: OIDCState) -> None:
+    def _refresh_if_due(self, key: str) -> None:
+        st = self.registry.get(key)
+        if st is None or st.settings is None:
+            return  # forgotten meanwhile
         with st.lock:
             tokens = st.tokens
             if tokens is None or not tokens.refresh_token:
@@ -478,6 +329,25 @@ class Logins:
                     self._schedule(st, now + RETRY_REFRESH)
 
     def stop(self) -> None:
-        with self._wake:
-            self._stopped = True
-            self._wake.notify()
+        self._scheduler.stop()
+
+
+def _check_reachable(st: IdentityState, conv: Conversation, browser: Browser) -> None:
+    """Start a login only if it can finish: never one that nobody can see or answer."""
+    settings = st.settings
+    assert settings is not None
+    name = st.identity.name
+    grant = settings.grant_type
+    if grant == "password" and settings.username and settings.password:
+        return  # needs nobody
+    remedy = f'run "kubetray login {name}" in a terminal'
+    if grant in ("password", "authcode-keyboard"):
+        if not conv.interactive:
+            raise LoginRequired(
+                f"login required for {name}",
+                f"its login needs an answer typed in a terminal; {remedy}",
+            )
+    elif not (conv.interactive or conv.visible or browser.available()):
+        raise LoginRequired(
+            f"login required for {name}", f"nothing here can show a login; {remedy}"
+        )

@@ -15,10 +15,9 @@ from typing import Any
 
 from app import __version__
 from app.broker import peer
-from app.broker.broker import Broker, identity_for
+from app.broker.broker import Broker
 from app.errors import AppError
 from app.model import CallRecord, Credential
-from app.oidc.settings import OIDCSettings
 from exec_helper import exec_credential, options, protocol
 from exec_helper.exec_credential import ExecInfo, ExecInfoError
 
@@ -100,7 +99,7 @@ class Service:
         op = request.get("op")
         if op == "get_credential":
             self._get_credential(request, pid, send, receive)
-        elif op in ("login", "logout", "cancel"):
+        elif op in ("login", "logout", "cancel", "forget"):
             self._account(op, request, send, receive)
         elif op == "status":
             send(_result(0, stdout=self._json(self.status())))
@@ -127,9 +126,13 @@ class Service:
         """The broker's status plus facts about this agent."""
         import os
 
-        doc = self._broker.status()
-        doc["agent"] = {"pid": os.getpid(), "version": __version__, "socket": self._socket}
-        return doc
+        ok, failed = self._broker.counts()
+        return {
+            "started": self._broker.started.isoformat(),
+            "identities": [s.to_dict() for s in self._broker.status()],
+            "calls": {"ok": ok, "failed": failed},
+            "agent": {"pid": os.getpid(), "version": __version__, "socket": self._socket},
+        }
 
     def _account(self, op: str, request: dict[str, Any], send: Send, receive: Receive) -> None:
         """kubetray login / logout / cancel NAME (or, for login, kubetray-exec flags)."""
@@ -143,9 +146,11 @@ class Service:
                     send, receive, bool(request.get("interactive")), visible=True
                 )
                 if request.get("args"):
-                    opts = options.resolve(list(request["args"]))
-                    identity = identity_for(opts)
-                    st = logins.state(identity, OIDCSettings.from_options(opts))
+                    st = self._broker.identity(options.resolve(list(request["args"])))
+                    if st.settings is None:
+                        raise AppError(
+                            f"{st.identity.name} is a stored credential: nothing to log in to"
+                        )
                 else:
                     found = logins.find(name)
                     if found is None:
@@ -154,13 +159,7 @@ class Service:
                             "kubetray status lists them; or give the kubetray-exec flags",
                         )
                     st = found
-                tokens = logins.token(
-                    st.identity,
-                    st.settings,
-                    conv,
-                    explicit=True,
-                    relogin=bool(request.get("force")),
-                )
+                tokens = logins.token(st, conv, explicit=True, relogin=bool(request.get("force")))
                 until = tokens.expires_at.strftime("%Y-%m-%d %H:%M:%S UTC")
                 send(
                     _result(
@@ -169,6 +168,10 @@ class Service:
                         f"(token valid until {until})\n",
                     )
                 )
+            elif op == "forget":
+                if not logins.forget(name):
+                    raise AppError(f"no OIDC identity named {name!r}", "kubetray status lists them")
+                send(_result(0, stdout=f"logged out of {name} and removed it\n"))
             elif op == "logout":
                 if not logins.logout(name):
                     raise AppError(f"no OIDC identity named {name!r}", "kubetray status lists them")
@@ -200,15 +203,16 @@ class Service:
                 info.cluster.config if info.cluster else None,
                 tuple(request.get("env") or ()),
             )
-            identity_name = identity_for(opts).name
             conv = CallerConversation(
                 send,
                 receive,
                 interactive=info.interactive and bool(request.get("stdin_tty")),
                 visible=bool(request.get("stderr_tty")),
             )
-            _identity, credential = self._broker.get_credential(
-                opts, cluster=cluster, skip_cache=info.response_code == 401, conv=conv
+            st = self._broker.identity(opts)
+            identity_name = st.identity.name
+            credential = self._broker.get_credential(
+                st, opts, conv, cluster=cluster, skip_cache=info.response_code == 401
             )
             send(_result(0, stdout=render(info, credential)))
         except (ExecInfoError, options.OptionsError) as e:

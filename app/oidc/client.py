@@ -19,6 +19,7 @@ from joserfc import jwt
 from joserfc.errors import JoseError
 from joserfc.jwk import KeySet
 
+from app.identity import normalize_issuer
 from app.oidc.http import TIMEOUT, mount_trust, ssl_context
 from app.oidc.loopback import LoginError, LoopbackListener
 from app.oidc.settings import Metadata, OIDCSettings
@@ -39,6 +40,21 @@ class LoginUI(Protocol):
 
     @property
     def cancelled(self) -> threading.Event: ...
+
+    @property
+    def auth_params(self) -> dict[str, str]:
+        """Parameters this login adds to the authorization request (prompt=select_account)."""
+
+
+def _merge_params(base: dict[str, str], extra: dict[str, str]) -> dict[str, str]:
+    """``base`` with ``extra`` over it; ``prompt`` values join (``consent`` stays)."""
+    out = dict(base)
+    for key, value in extra.items():
+        if key == "prompt" and out.get("prompt"):
+            out[key] = " ".join(dict.fromkeys([*value.split(), *out[key].split()]))
+        else:
+            out[key] = value
+    return out
 
 
 def _error_text(e: OAuthError) -> str:
@@ -102,7 +118,7 @@ class OIDCClient:
             if self._metadata is not None:
                 return self._metadata
         doc = self._get_json(self.settings.issuer + "/.well-known/openid-configuration")
-        if doc.get("issuer", "").rstrip("/") != self.settings.issuer:
+        if normalize_issuer(str(doc.get("issuer", ""))) != self.settings.issuer:
             raise LoginError(
                 f"the provider says its issuer is {doc.get('issuer')!r}, not "
                 f"{self.settings.issuer!r}",
@@ -127,6 +143,7 @@ class OIDCClient:
                 id_token_signing_alg_values_supported=tup("id_token_signing_alg_values_supported")
                 or ("RS256",),
                 scopes_supported=tup("scopes_supported"),
+                prompt_values_supported=tup("prompt_values_supported"),
             )
         except KeyError as e:
             raise LoginError(f"the provider's discovery document lacks {e.args[0]}") from None
@@ -230,8 +247,13 @@ class OIDCClient:
         if keyboard:
             redirect_uri = s.redirect_url_keyboard or "urn:ietf:wg:oauth:2.0:oob"
         else:
+            tls = (
+                (s.local_server_cert, s.local_server_key)
+                if s.local_server_cert and s.local_server_key
+                else None
+            )
             listener = LoopbackListener(
-                state, s.listen_addresses, s.redirect_hostname, s.success_url
+                state, s.listen_addresses, s.redirect_hostname, s.success_url, s.redirect_url, tls
             )
             redirect_uri = listener.redirect_uri
         try:
@@ -241,7 +263,7 @@ class OIDCClient:
                     state=state,
                     nonce=nonce,
                     code_verifier=verifier,
-                    **dict(s.extra_params),
+                    **_merge_params(dict(s.extra_params), ui.auth_params),
                 )
             if listener is None:
                 ui.show(f"Open this URL in a browser and log in: {url}")

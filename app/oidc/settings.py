@@ -4,10 +4,11 @@ Kept apart from the client so that importing these types costs nothing (the clie
 requests and authlib, ~15 MB, loaded only once an OIDC identity is used).
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
-from exec_helper.options import HelperOptions
+from app import identity
+from exec_helper.options import HelperOptions, OptionsError
 
 DEFAULT_TIMEOUT = 180.0
 
@@ -25,6 +26,10 @@ class OIDCSettings:
     grant_type: str = "auto"
     listen_addresses: tuple[str, ...] = ()
     redirect_hostname: str | None = None
+    redirect_url: str | None = None
+    """The exact redirect URI registered at the provider (kubelogin's --oidc-redirect-url)."""
+    local_server_cert: str | None = None
+    local_server_key: str | None = None
     redirect_url_keyboard: str | None = None
     username: str | None = None
     password: str | None = None
@@ -36,19 +41,36 @@ class OIDCSettings:
     timeout: float = DEFAULT_TIMEOUT
     success_url: str | None = None
 
+    @property
+    def key(self) -> str:
+        """The identity these settings log in as (see app.identity)."""
+        return identity.oidc_key(
+            self.issuer, self.client_id, self.scopes, self.extra_params, self.username
+        )
+
+    @property
+    def fallback_name(self) -> str:
+        """``user@issuer-host``: the name of an identity nobody named."""
+        return identity.fallback_name(self.issuer, self.client_id, self.username)
+
     @classmethod
     def from_options(cls, opts: HelperOptions) -> "OIDCSettings":
         assert opts.oidc_issuer_url and opts.oidc_client_id
+        if bool(opts.local_server_cert) != bool(opts.local_server_key):
+            raise OptionsError("--local-server-cert and --local-server-key go together")
         return cls(
-            issuer=opts.oidc_issuer_url.rstrip("/"),
+            issuer=identity.normalize_issuer(opts.oidc_issuer_url),
             client_id=opts.oidc_client_id,
             client_secret=opts.oidc_client_secret,
-            scopes=tuple(dict.fromkeys(("openid", *opts.oidc_extra_scope))),
-            extra_params=opts.oidc_auth_request_extra_params,
+            scopes=identity.scopes(opts),
+            extra_params=identity.auth_params(opts),
             use_access_token=opts.oidc_use_access_token,
             grant_type=opts.grant_type or ("password" if opts.username else "auto"),
             listen_addresses=opts.listen_address,
             redirect_hostname=opts.oidc_redirect_url_hostname,
+            redirect_url=opts.oidc_redirect_url,
+            local_server_cert=opts.local_server_cert,
+            local_server_key=opts.local_server_key,
             redirect_url_keyboard=opts.oidc_redirect_url_authcode_keyboard,
             username=opts.username,
             password=opts.password,
@@ -68,7 +90,9 @@ class OIDCSettings:
             key: tuple(value) if isinstance(value, list) else value for key, value in doc.items()
         }
         values["extra_params"] = tuple(tuple(pair) for pair in values.get("extra_params", ()))
-        return cls(**values)
+        values["issuer"] = identity.normalize_issuer(str(values.get("issuer", "")))
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in values.items() if k in known})
 
 
 @dataclass(frozen=True)
@@ -86,3 +110,4 @@ class Metadata:
     code_challenge_methods_supported: tuple[str, ...]
     id_token_signing_alg_values_supported: tuple[str, ...]
     scopes_supported: tuple[str, ...] = ()
+    prompt_values_supported: tuple[str, ...] = ()

@@ -8,13 +8,13 @@ worker threads and report back through signals. Never touch a widget from here.
 import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
 from app.broker.broker import Broker
 from app.broker.logins import Login, Logins
 from app.errors import AppError
+from app.model import CallRecord, IdentityStatus
 from app.settings import Settings
 
 PROMPT_TIMEOUT = 300.0
@@ -86,6 +86,7 @@ class TrayController(QObject):
     prompt = Signal(str, str, bool, object)  # name, text, secret, _Answer
     notify = Signal(str, str, str, str)  # kind, identity name, title, text
     probed = Signal(object)  # Metadata or AppError
+    cluster_added = Signal(object)  # setup_cluster.Done or AppError
 
     def __init__(
         self, broker: Broker, logins: Logins, settings: Settings, clock: Callable[[], datetime]
@@ -160,8 +161,17 @@ class TrayController(QObject):
 
     # -- actions (start on the GUI thread, run on workers) --------------------------------------
 
-    def status(self) -> dict[str, Any]:
+    def identities(self) -> list[IdentityStatus]:
+        """Every identity with its state, as the views show them."""
         return self.broker.status()
+
+    def calls(self, limit: int) -> list[CallRecord]:
+        """The most recent kubetray-exec calls, newest first."""
+        return self.broker.calls(limit)
+
+    def counts(self) -> tuple[int, int]:
+        """Calls recorded: (succeeded, failed)."""
+        return self.broker.counts()
 
     def _run(self, name: str, work: Callable[[], object]) -> None:
         def target() -> None:
@@ -181,8 +191,20 @@ class TrayController(QObject):
         conv = WaitingConversation()
         self._run(
             f"login-{name}",
-            lambda: self.logins.token(st.identity, st.settings, conv, explicit=True, relogin=again),
+            lambda: self.logins.token(st, conv, explicit=True, relogin=again),
         )
+
+    def switch_account(self, name: str) -> None:
+        """Log in again, asking the provider to let the person pick another account."""
+        st = self.logins.find(name)
+        if st is None:
+            return
+        conv = WaitingConversation()
+        self._run(f"login-{name}", lambda: self.logins.switch_account(st, conv))
+
+    def remove(self, name: str) -> None:
+        """Log out of ``name`` and remove it from kubetray (kubectl's next use brings it back)."""
+        self._run(f"forget-{name}", lambda: self.logins.forget(name))
 
     def log_in_to_all(self) -> None:
         now = self.clock()
@@ -195,6 +217,48 @@ class TrayController(QObject):
 
     def cancel(self, name: str) -> None:
         self.logins.cancel(name)
+
+    def default_kubeconfig(self) -> str:
+        """Where kubectl would write a new entry."""
+        from app.kubeconfig import view  # yaml: only when someone adds a cluster
+
+        return view.default_path()
+
+    def add_cluster(
+        self,
+        *,
+        kubeconfig: str,
+        context: str,
+        server: str,
+        ca_data: str | None,
+        issuer: str,
+        client_id: str,
+        scopes: tuple[str, ...],
+    ) -> None:
+        """Write a cluster, an OIDC user and a context; ``cluster_added`` carries the result."""
+        from app import installation
+        from app.kubeconfig.setup import Setup
+        from app.usecases import setup_cluster
+
+        request = Setup(
+            issuer=issuer,
+            client_id=client_id,
+            helper=installation.helper_path(),
+            scopes=scopes,
+            context=context,
+            server=server,
+            ca_data=ca_data,
+        )
+
+        def work() -> None:
+            try:
+                self.cluster_added.emit(setup_cluster.run(request, [kubeconfig], "Add cluster"))
+            except AppError as e:
+                self.cluster_added.emit(e)
+            except OSError as e:
+                self.cluster_added.emit(AppError(f"cannot write {kubeconfig}: {e.strerror}"))
+
+        threading.Thread(target=work, name="add-cluster", daemon=True).start()
 
     def probe(self, issuer: str, client_id: str) -> None:
         """Fetch the provider's discovery document; ``probed`` carries the result."""

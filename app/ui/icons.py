@@ -5,7 +5,9 @@ from pathlib import Path
 
 from PySide6.QtGui import QGuiApplication, QIcon, QPalette
 
-OK, EXPIRING, LOGIN, ERROR = "ok", "expiring", "login", "error"
+from app.model import IdentityStatus, State
+
+OK, EXPIRING, LOGIN, ERROR, NONE = "ok", "expiring", "login", "error", "none"
 
 
 def resources_dir() -> Path:
@@ -36,13 +38,15 @@ def state_icon(state: str) -> QIcon:
     return icon
 
 
-def overall_state(identities: list[dict[str, object]]) -> str:
-    """Error beats login-needed beats expiring beats ok."""
-    states = {str(i.get("state")) for i in identities}
-    if "error" in states:
+def overall_state(identities: list[IdentityStatus]) -> str:
+    """Nothing set up; else error beats login-needed beats expiring beats ok."""
+    if not identities:
+        return NONE
+    states = {i.state for i in identities}
+    if State.ERROR in states:
         return ERROR
-    if states & {"needs login", "logging in", "expired"}:
+    if any(s.needs_person for s in states):
         return LOGIN
-    if "expiring" in states:
+    if State.EXPIRING in states:
         return EXPIRING
     return OK

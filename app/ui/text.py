@@ -2,6 +2,8 @@
 
 from datetime import datetime, timedelta
 
+from app.model import IdentityStatus
+
 
 def time_left(expires: str | None, now: datetime) -> str:
     """ "54m left", "2h 03m left", "3d left", "expired", or "" when it never expires."""
@@ -20,10 +22,9 @@ def time_left(expires: str | None, now: datetime) -> str:
     return f"{minutes // (24 * 60)}d left"
 
 
-def who(identity: dict[str, object]) -> str:
+def who(identity: IdentityStatus) -> str:
     """Email or subject, with groups."""
-    name = identity.get("who") or identity.get("subject") or ""
-    groups = identity.get("groups")
-    if isinstance(groups, list) and groups:
-        return f"{name} [{', '.join(str(g) for g in groups)}]"
-    return str(name)
+    name = identity.who or identity.subject or ""
+    if identity.groups:
+        return f"{name} [{', '.join(identity.groups)}]"
+    return name

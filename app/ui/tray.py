@@ -9,6 +9,7 @@ from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QApplication, QMenu, QSystemTrayIcon, QWidget
 from shiboken6 import Shiboken
 
+from app.model import OIDC, IdentityStatus, State
 from app.ui import icons
 from app.ui.controller import TrayController
 from app.ui.dialogs import AddClusterDialog, SettingsDialog, ask
@@ -74,8 +75,7 @@ class TrayApp(QObject):
         self.refresh()
 
     def refresh(self) -> None:
-        status = self.controller.status()
-        identities: list[dict[str, Any]] = status["identities"]
+        identities = self.controller.identities()
         now = self.controller.clock()
         state = icons.overall_state(identities)
         if self.tray is not None:
@@ -86,42 +86,35 @@ class TrayApp(QObject):
         if self.status_window is not None:
             self.status_window.update_status(identities, now)
         signature = tuple(
-            (
-                i["name"],
-                i.get("kind"),
-                i.get("state"),
-                i["name"] in self.controller.in_progress,
-                tuple(i.get("clusters") or ()),
-            )
+            (i.name, i.kind, i.state, i.name in self.controller.in_progress, i.clusters, i.contexts)
             for i in identities
         )
         if signature != self._signature:
             self._signature = signature
             self._build_menu(identities)
         for ident in identities:
-            action = self._info.get(str(ident["name"]))
+            action = self._info.get(ident.name)
             if action is not None:
                 action.setText(self._line(ident, now))
 
-    def _tooltip(self, identities: list[dict[str, Any]], now: Any) -> str:
+    def _tooltip(self, identities: list[IdentityStatus], now: Any) -> str:
         if not identities:
-            return "kubetray: no identities yet"
+            return "kubetray: nothing set up yet"
         return "kubetray\n" + "\n".join(
-            f"{i['name']}: {i.get('state')} {time_left(i.get('expires'), now)}".rstrip()
-            for i in identities
+            f"{i.name}: {i.state} {time_left(i.expires, now)}".rstrip() for i in identities
         )
 
-    def _line(self, ident: dict[str, Any], now: Any) -> str:
-        parts = [who(ident) or ident.get("kind", ""), str(ident.get("state", ""))]
-        left = time_left(ident.get("expires"), now)
+    def _line(self, ident: IdentityStatus, now: Any) -> str:
+        parts = [who(ident) or ident.kind, str(ident.state)]
+        left = time_left(ident.expires, now)
         if left:
             parts.append(left)
-        progress = self._progress.get(str(ident["name"]))
-        if ident["name"] in self.controller.in_progress and progress:
+        progress = self._progress.get(ident.name)
+        if ident.name in self.controller.in_progress and progress:
             parts.append(progress)
         return "  ·  ".join(p for p in parts if p)
 
-    def _build_menu(self, identities: list[dict[str, Any]]) -> None:
+    def _build_menu(self, identities: list[IdentityStatus]) -> None:
         menu, c = self.menu, self.controller
         menu.clear()
         self._info.clear()
@@ -129,23 +122,25 @@ class TrayApp(QObject):
         if not identities:
             menu.addAction("No identities yet: add a cluster, or run kubectl").setEnabled(False)
         for ident in identities:
-            name = str(ident["name"])
+            name = ident.name
             menu.addSection(name)
             info = menu.addAction(self._line(ident, now))
             info.setEnabled(False)
             self._info[name] = info
-            clusters = ident.get("clusters") or []
-            if clusters:
-                menu.addAction("Clusters: " + ", ".join(clusters)).setEnabled(False)
-            if ident.get("kind") != "oidc":
+            if ident.contexts:
+                menu.addAction("Contexts: " + ", ".join(ident.contexts)).setEnabled(False)
+            if ident.clusters:
+                menu.addAction("Clusters: " + ", ".join(ident.clusters)).setEnabled(False)
+            if ident.kind != OIDC:
                 continue
             if name in c.in_progress:
                 menu.addAction("Cancel login", partial(c.cancel, name))
-            elif ident.get("state") in ("needs login", "expired", "error"):
+            elif ident.state in (State.NEEDS_LOGIN, State.EXPIRED, State.ERROR):
                 menu.addAction("Log in", partial(c.log_in, name))
             else:
                 menu.addAction("Log out", partial(c.log_out, name))
-                menu.addAction("Switch account", partial(c.log_in, name, again=True))
+                menu.addAction("Switch account", partial(c.switch_account, name))
+            menu.addAction("Remove identity", partial(self._remove, name))
         menu.addSeparator()
         menu.addAction("Log in to all", c.log_in_to_all)
         menu.addAction("Add cluster…", self.add_cluster)
@@ -199,6 +194,9 @@ class TrayApp(QObject):
             self.tray.showMessage(title, text, icons.state_icon(self.state))
         elif self.status_window is not None:
             self.status_window.show_notice(title, text)
+
+    def _remove(self, name: str) -> None:
+        self.controller.remove(name)
 
     def _notification_clicked(self) -> None:
         if self._clicked_login:

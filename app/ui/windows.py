@@ -1,7 +1,6 @@
 """Windows: the device code, diagnostics, and the status window used when there is no tray."""
 
 from datetime import datetime
-from typing import Any
 
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QColor, QFont, QGuiApplication, QImage, QPixmap
@@ -16,6 +15,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.model import IdentityStatus
 from app.ui.controller import TrayController
 from app.ui.text import time_left, who
 
@@ -103,16 +103,11 @@ class StatusWindow(QWidget):
         layout.addWidget(self.notice)
         self.resize(620, 260)
 
-    def update_status(self, identities: list[dict[str, Any]], now: datetime) -> None:
+    def update_status(self, identities: list[IdentityStatus], now: datetime) -> None:
         self.table.setRowCount(len(identities))
         for row, ident in enumerate(identities):
             for col, text in enumerate(
-                [
-                    str(ident["name"]),
-                    who(ident),
-                    str(ident.get("state", "")),
-                    time_left(ident.get("expires"), now),
-                ]
+                [ident.name, who(ident), str(ident.state), time_left(ident.expires, now)]
             ):
                 self.table.setItem(row, col, QTableWidgetItem(text))
 
@@ -149,16 +144,15 @@ class DiagnosticsWindow(QWidget):
     def refresh(self) -> None:
         c = self._controller
         now = c.clock()
-        status = c.status()
-        calls = c.broker.calls(200)
-        lines = [f"Calls: {status['calls']['ok']} ok, {status['calls']['failed']} failed"]
-        for ident in status["identities"]:
-            left = time_left(ident.get("expires"), now) or "does not expire"
-            line = f"<b>{ident['name']}</b>: {ident.get('state')}, {left}"
-            st = c.logins.find(str(ident["name"])) if ident.get("kind") == "oidc" else None
-            if st is not None and st.refreshed_at is not None:
-                age = int((now - st.refreshed_at).total_seconds())
-                line += f", refresh token rotated {age}s ago ({st.refreshes} refreshes)"
+        calls = c.calls(200)
+        ok, failed = c.counts()
+        lines = [f"Calls: {ok} ok, {failed} failed"]
+        for ident in c.identities():
+            left = time_left(ident.expires, now) or "does not expire"
+            line = f"<b>{ident.name}</b>: {ident.state}, {left}"
+            if ident.refreshed_at is not None:
+                age = int((now - datetime.fromisoformat(ident.refreshed_at)).total_seconds())
+                line += f", refresh token rotated {age}s ago ({ident.refreshes} refreshes)"
             lines.append(line)
         self.figures.setText("<br>".join(lines))
         self.table.setRowCount(len(calls))

@@ -15,6 +15,7 @@ from shiboken6 import Shiboken
 
 from app.broker.broker import Broker, utcnow
 from app.broker.logins import Logins
+from app.broker.registry import Registry
 from app.errors import AppError
 from app.model import Identity
 from app.oidc.settings import OIDCSettings
@@ -36,8 +37,9 @@ def parts(
     monkeypatch.setenv("KUBETRAY_CONFIG_DIR", str(tmp_path / "config"))
     store = MemorySecretStore()
     stored = StoredCredentials(store, str(tmp_path / "stored.json"))
-    logins = Logins(store, str(tmp_path / "identities.json"), utcnow, browser=NoBrowser)
-    yield Broker(stored, logins=logins), logins, stored
+    registry = Registry(str(tmp_path / "identities.json"))
+    logins = Logins(store, registry, utcnow, browser=NoBrowser)
+    yield Broker(stored, registry, logins=logins), logins, stored
     logins.stop()
 
 
@@ -112,7 +114,7 @@ def test_device_code_login_in_the_desktop(qtbot, view: TrayApp, parts) -> None: 
     _, logins, _ = parts
     with run_idp() as idp:
         identity, settings = oidc_identity(idp)
-        logins.state(identity, settings)
+        logins.identity(settings, identity.name)
         view.refresh()
         assert "Log in" in view.action_texts() and view.state == "login"
         with qtbot.wait_signal(view.controller.device_code, timeout=15000):
@@ -147,7 +149,7 @@ def test_cancel_stops_the_login_and_waiting_callers_fail_fast(qtbot, view: TrayA
 
         def caller() -> None:
             try:
-                logins.token(identity, settings, SilentCaller())
+                logins.token(logins.identity(settings, identity.name), SilentCaller())
             except AppError as e:
                 errors.append(e.one_line())
 
@@ -159,7 +161,7 @@ def test_cancel_stops_the_login_and_waiting_callers_fail_fast(qtbot, view: TrayA
         assert errors == ["the login was cancelled"]
         start = time.monotonic()
         with pytest.raises(AppError, match="login required for"):
-            logins.token(identity, settings, SilentCaller())
+            logins.token(logins.identity(settings, identity.name), SilentCaller())
         assert time.monotonic() - start < 1
         qtbot.wait_until(lambda: any(n[0] == "login" for n in view.notifications), timeout=5000)
         kinds = [n[0] for n in view.notifications]
@@ -172,7 +174,7 @@ def test_cancel_stops_the_login_and_waiting_callers_fail_fast(qtbot, view: TrayA
 def test_expiring_without_refresh_is_notified_once(qtbot, view: TrayApp, parts) -> None:  # type: ignore[no-untyped-def]
     _, logins, _ = parts
     settings = OIDCSettings(issuer="https://idp.invalid", client_id="c")
-    st = logins.state(Identity(key="k", name="c@idp.invalid", kind="oidc"), settings)
+    st = logins.identity(settings, "c@idp.invalid")
     now = datetime.now(UTC)
     st.tokens = TokenSet(
         expires_at=now + timedelta(minutes=8), issued_at=now - timedelta(hours=1), id_token="t"

@@ -6,9 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from app.broker.broker import Broker, identity_for
+from app.broker.broker import Broker
 from app.broker.logins import Logins
+from app.broker.registry import Registry
 from app.errors import CredentialError, UsageError
+from app.model import Credential, State
 from app.store.memory_store import MemorySecretStore
 from app.stored import StoredCredential, StoredCredentials
 from exec_helper.options import resolve
@@ -31,15 +33,20 @@ def stored(store: CountingStore, tmp_path: Path) -> StoredCredentials:
 
 
 @pytest.fixture
-def broker(stored: StoredCredentials, clock: Clock) -> Broker:
-    return Broker(stored, clock=clock)
+def broker(stored: StoredCredentials, clock: Clock, tmp_path: Path) -> Broker:
+    return Broker(stored, Registry(str(tmp_path / "identities.json")), clock=clock)
 
 
-def test_identity_keys() -> None:
-    a = identity_for(
+def get(broker: Broker, args: list[str], conv: SilentCaller | None = None) -> Credential:
+    opts = resolve(args)
+    return broker.get_credential(broker.identity(opts), opts, conv or SilentCaller())
+
+
+def test_identity_keys(broker: Broker) -> None:
+    a = broker.identity(
         resolve(["--oidc-issuer-url=https://i", "--oidc-client-id=c", "--oidc-extra-scope=b,a"])
     )
-    b = identity_for(
+    b = broker.identity(
         resolve(
             [
                 "--oidc-issuer-url=https://i",
@@ -49,11 +56,12 @@ def test_identity_keys() -> None:
             ]
         )
     )
-    c = identity_for(resolve(["--oidc-issuer-url=https://i", "--oidc-client-id=c"]))
-    assert a == b and a.key != c.key and a.name == "c@i"
-    assert identity_for(resolve(["--stored", "x"])).key == "stored:x"
+    c = broker.identity(resolve(["--oidc-issuer-url=https://i", "--oidc-client-id=c"]))
+    assert a is b and a.identity.key != c.identity.key and a.identity.name == "c@i"
+    assert c.identity.name == "c@i-2"  # never two identities under one name
+    assert broker.identity(resolve(["--stored", "x"])).identity.key == "stored:x"
     with pytest.raises(UsageError, match="not told which credential"):
-        identity_for(resolve([]))
+        broker.identity(resolve([]))
 
 
 def test_concurrent_callers_share_one_fetch(
@@ -62,24 +70,22 @@ def test_concurrent_callers_share_one_fetch(
     stored.save(StoredCredential(name="p", token="tok"), clock())
     store.gets = 0
     with ThreadPoolExecutor(8) as pool:
-        results = list(
-            pool.map(lambda _: broker.get_credential(resolve(["--stored", "p"])), range(8))
-        )
-    assert {cred.token for _, cred in results} == {"tok"}
+        results = list(pool.map(lambda _: get(broker, ["--stored", "p"]), range(8)))
+    assert {cred.token for cred in results} == {"tok"}
     assert store.gets == 1
-    broker.get_credential(resolve(["--stored", "p"]))
+    get(broker, ["--stored", "p"])
     assert store.gets == 1  # served from memory
-    broker.get_credential(resolve(["--stored", "p", "--force-refresh"]))
+    get(broker, ["--stored", "p", "--force-refresh"])
     assert store.gets == 2
 
 
 def test_invalidate_reloads(broker: Broker, stored: StoredCredentials, clock: Clock) -> None:
     stored.save(StoredCredential(name="p", token="one"), clock())
-    assert broker.get_credential(resolve(["--stored", "p"]))[1].token == "one"
+    assert get(broker, ["--stored", "p"]).token == "one"
     stored.save(StoredCredential(name="p", token="two"), clock())
-    assert broker.get_credential(resolve(["--stored", "p"]))[1].token == "one"
+    assert get(broker, ["--stored", "p"]).token == "one"
     broker.invalidate("p")
-    assert broker.get_credential(resolve(["--stored", "p"]))[1].token == "two"
+    assert get(broker, ["--stored", "p"]).token == "two"
 
 
 def test_expired_credential_is_refused_and_shown(
@@ -91,36 +97,30 @@ def test_expired_credential_is_refused_and_shown(
         ),
         clock(),
     )
-    assert broker.get_credential(resolve(["--stored", "c"]))[1].certificate_pem == "C"
+    assert get(broker, ["--stored", "c"]).certificate_pem == "C"
     clock.advance(hours=2)
     with pytest.raises(CredentialError, match="expired at"):
-        broker.get_credential(resolve(["--stored", "c"]))
-    entry = next(i for i in broker.status()["identities"] if i["name"] == "c")
-    assert entry["state"] == "error" and "expired" in entry["error"]
+        get(broker, ["--stored", "c"])
+    entry = next(i for i in broker.status() if i.name == "c")
+    assert entry.state is State.ERROR and entry.error and "expired" in entry.error
 
 
 def test_oidc_identity_nobody_can_log_in_to(
     stored: StoredCredentials, clock: Clock, tmp_path: Path
 ) -> None:
-    logins = Logins(
-        MemorySecretStore(), str(tmp_path / "identities.json"), clock, browser=NoBrowser
-    )
-    broker = Broker(stored, logins=logins, clock=clock)
+    registry = Registry(str(tmp_path / "identities.json"))
+    logins = Logins(MemorySecretStore(), registry, clock, browser=NoBrowser)
+    broker = Broker(stored, registry, logins=logins, clock=clock)
     caller = SilentCaller()
+    opts = resolve(["--oidc-issuer-url=https://idp", "--oidc-client-id=kubectl"])
     with pytest.raises(CredentialError, match="login required for kubectl@idp") as e:
-        broker.get_credential(
-            resolve(["--oidc-issuer-url=https://idp", "--oidc-client-id=kubectl"]),
-            cluster="https://k",
-            conv=caller,
-        )
+        broker.get_credential(broker.identity(opts), opts, caller, cluster="https://k")
     assert "nothing here can show a login" in str(e.value.hint)
     assert caller.told == []  # no login was started
-    entry = broker.status()["identities"][0]
-    assert (
-        entry["state"] == "needs login"
-        and entry["clusters"] == ["https://k"]
-        and entry["calls"] == 1
-    )
+    entry = broker.status()[0]
+    assert entry.state is State.NEEDS_LOGIN and entry.clusters == ("https://k",)
+    assert entry.calls == 1
+    logins.stop()
 
 
 def test_status_lists_stored_before_use(
@@ -137,12 +137,9 @@ def test_status_lists_stored_before_use(
         ),
         clock(),
     )
-    by_name = {i["name"]: i for i in broker.status()["identities"]}
-    assert (
-        by_name["a"]["kind"] == "token"
-        and by_name["a"]["state"] == "ready"
-        and by_name["a"]["expires"] is None
-    )
-    assert by_name["b"]["kind"] == "client-certificate" and by_name["b"]["subject"] == "CN=u"
+    by_name = {i.name: i for i in broker.status()}
+    assert by_name["a"].kind == "token" and by_name["a"].state is State.READY
+    assert by_name["a"].expires is None
+    assert by_name["b"].kind == "client-certificate" and by_name["b"].subject == "CN=u"
     assert stored.remove("a") is True and stored.remove("a") is False
-    assert [i["name"] for i in broker.status()["identities"]] == ["b"]
+    assert [i.name for i in broker.status()] == ["b"]

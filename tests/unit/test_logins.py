@@ -4,7 +4,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from app.broker.logins import Logins
-from app.model import Identity
+from app.broker.registry import Registry
 from app.oidc.settings import OIDCSettings
 from app.oidc.tokens import TokenSet
 from app.store.memory_store import MemorySecretStore
@@ -53,7 +53,7 @@ class Terminal:
 def test_the_caller_that_starts_a_login_gets_its_first_prompt(tmp_path: Path) -> None:
     logins = Logins(
         MemorySecretStore(),
-        str(tmp_path / "ids.json"),
+        Registry(str(tmp_path / "ids.json")),
         lambda: datetime.now(UTC),
         browser=NoBrowser,
         client=PromptingClient,
@@ -63,9 +63,8 @@ def test_the_caller_that_starts_a_login_gets_its_first_prompt(tmp_path: Path) ->
             settings = OIDCSettings(
                 issuer=f"https://idp{i}.invalid", client_id="c", grant_type="password"
             )
-            identity = Identity(key=f"k{i}", name=f"c@idp{i}", kind="oidc")
             terminal = Terminal(f"user{i}")
-            tokens = logins.token(identity, settings, terminal)
+            tokens = logins.token(logins.identity(settings), terminal)
             assert terminal.asked == ["Username: "] and tokens.claims["sub"] == f"user{i}"
     finally:
         logins.stop()

@@ -1,0 +1,172 @@
+"""One login per identity, shared by every caller; a failed login blocks for a while.
+
+* Every caller of an identity that needs a login waits on the *same* login and sees its
+  progress (device code, URL, "waiting for the browser") on its own stderr.
+* A login that fails, times out or is cancelled blocks the identity for a while: callers fail
+  fast with a remedy instead of opening another browser tab (no browser storms), unless the
+  user asks for the login (``kubetray login``).
+"""
+
+import logging
+import threading
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Protocol
+
+from app.errors import AppError, CredentialError
+from app.oidc.browser import Browser
+from app.oidc.loopback import LoginError
+from app.oidc.tokens import TokenSet
+
+if TYPE_CHECKING:
+    from app.broker.registry import IdentityState
+
+log = logging.getLogger(__name__)
+
+BLOCK_AFTER_FAILURE = timedelta(minutes=2)
+KEEPALIVE = 10.0
+
+
+class Conversation(Protocol):
+    """A caller waiting for a credential: it can be told things and, if interactive, asked."""
+
+    interactive: bool
+    """Its user can answer prompts (spec.interactive and stdin a terminal)."""
+    visible: bool
+    """What it is told reaches a person (its stderr is a terminal, or it is the tray)."""
+
+    def tell(self, text: str) -> None: ...
+    def ask(self, text: str, secret: bool) -> str | None: ...
+    def keepalive(self) -> None: ...
+    def device_code(self, user_code: str, uri: str) -> None:
+        """The device code and where to enter it (``tell`` has already said it in words)."""
+
+
+class LoginRequired(CredentialError):
+    """The identity needs a login and this caller cannot start or wait for one."""
+
+
+class Login:
+    """One login in flight: its waiters, its progress, its outcome (the OIDC engine's LoginUI)."""
+
+    def __init__(self, name: str, browser: Browser) -> None:
+        self.name = name
+        self._browser = browser
+        self._lock = threading.Lock()
+        self._history: list[str] = []
+        self._listeners: list[Conversation] = []
+        self.done = threading.Event()
+        self.cancelled = threading.Event()
+        self.result: TokenSet | None = None
+        self.error: AppError | None = None
+        self.url: str | None = None
+        self.device: tuple[str, str] | None = None
+        self.auth_params: dict[str, str] = {}
+        """Added to the authorization request (``prompt=select_account`` to switch account)."""
+
+    def join(self, conv: Conversation) -> None:
+        with self._lock:
+            self._listeners.append(conv)
+            history = list(self._history)
+        for text in history:
+            conv.tell(text)
+
+    def leave(self, conv: Conversation) -> None:
+        with self._lock:
+            if conv in self._listeners:
+                self._listeners.remove(conv)
+
+    def show(self, text: str) -> None:
+        log.info("login %s: %s", self.name, text)
+        with self._lock:
+            self._history.append(text)
+            listeners = list(self._listeners)
+        for conv in listeners:
+            conv.tell(text)
+
+    @property
+    def browser_available(self) -> bool:
+        return self._browser.available()
+
+    def open_browser(self, url: str) -> bool:
+        if not self._browser.available():
+            return False
+        self.url = url
+        return self._browser.open(url)
+
+    def show_device_code(self, user_code: str, uri: str) -> None:
+        self.device = (user_code, uri)
+        with self._lock:
+            listeners = list(self._listeners)
+        for conv in listeners:
+            conv.device_code(user_code, uri)
+
+    def prompt(self, text: str, secret: bool) -> str | None:
+        with self._lock:
+            asked = next((c for c in self._listeners if c.interactive), None)
+        if asked is None:
+            raise LoginError(
+                f"the login to {self.name} needs an answer typed in a terminal",
+                f'run "kubetray login {self.name}" in a terminal',
+            )
+        return asked.ask(text, secret)
+
+    def wait(self, conv: Conversation) -> TokenSet:
+        """Wait for the outcome as ``conv`` (already joined), keeping its connection alive."""
+        try:
+            while not self.done.wait(KEEPALIVE):
+                conv.keepalive()
+        finally:
+            self.leave(conv)
+        if self.error is not None:
+            raise self.error
+        assert self.result is not None
+        return self.result
+
+
+def blocked_reason(st: "IdentityState", now: datetime) -> str | None:
+    """Why a new login for ``st`` would not start now (a recent failure), or None."""
+    if st.blocked_until and now < st.blocked_until:
+        return st.blocked_reason or "failed"
+    return None
+
+
+def run(
+    st: "IdentityState",
+    login: Login,
+    work: Callable[[Login], TokenSet],
+    keep: Callable[[TokenSet], None],
+    clock: Callable[[], datetime],
+    finished: Callable[[AppError | None], None],
+) -> None:
+    """Run ``work`` as the login of ``st`` on its own thread (a caller that hangs up does not
+    cancel it for the others); ``keep`` saves the tokens under the identity's lock."""
+
+    def target() -> None:
+        try:
+            tokens = work(login)
+            with st.lock:
+                keep(tokens)
+                st.blocked_until = st.blocked_reason = None
+            login.result = tokens
+            login.show(f"Logged in to {st.identity.name} as {tokens.who()}.")
+        except AppError as e:
+            login.error = e
+            _block(st, clock, f"failed: {e.message}")
+        except Exception as e:
+            log.exception("login of %s failed", st.identity.name)
+            login.error = AppError(f"the login to {st.identity.name} failed: {type(e).__name__}")
+            _block(st, clock, "failed")
+        finally:
+            with st.lock:
+                st.login = None
+            login.done.set()
+            finished(login.error)
+
+    threading.Thread(target=target, name=f"login-{st.identity.name}", daemon=True).start()
+
+
+def _block(st: "IdentityState", clock: Callable[[], datetime], reason: str) -> None:
+    with st.lock:
+        st.blocked_until = clock() + BLOCK_AFTER_FAILURE
+        st.blocked_reason = reason

@@ -1,0 +1,189 @@
+"""Every identity the agent knows, one state each, and the index that outlives the agent.
+
+The index (``identities.json``, no secrets) remembers each OIDC identity's name and settings,
+so ``kubetray login NAME`` works after a restart and the tray lists identities before their
+first use. Names are unique: a name a person chose wins; otherwise the first name an identity
+got stays with it.
+"""
+
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from app import identity as idmod
+from app import jsonfile
+from app.model import OIDC, STORED, Credential, Identity
+from app.oidc.settings import OIDCSettings
+from app.oidc.tokens import TokenSet
+
+if TYPE_CHECKING:
+    from app.broker.flight import Login
+    from app.oidc.client import OIDCClient
+
+INDEX_VERSION = 2
+
+
+@dataclass(eq=False)
+class IdentityState:
+    """What the agent knows about one identity. ``lock`` guards tokens and the login."""
+
+    identity: Identity
+    settings: OIDCSettings | None = None
+    """How to reach the provider (OIDC identities only)."""
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    client: "OIDCClient | None" = None
+    tokens: TokenSet | None = None
+    loaded: bool = False
+    """``tokens`` reflects the secret store (read once, then kept in step)."""
+    login: "Login | None" = None
+    blocked_until: datetime | None = None
+    blocked_reason: str | None = None
+    refreshes: int = 0
+    refreshed_at: datetime | None = None
+    credential: Credential | None = None
+    """A stored credential as last read from the store."""
+    last_used: datetime | None = None
+    last_error: str | None = None
+    calls: int = 0
+    clusters: set[str] = field(default_factory=set)
+    legacy_key: str | None = None
+    """The key an earlier kubetray stored this identity's tokens under (moved on first read)."""
+
+
+class Registry:
+    """Identities by key, with their unique names; persisted for OIDC identities."""
+
+    def __init__(self, index_path: str, reserved: Callable[[], Iterable[str]] = tuple) -> None:
+        """``reserved`` lists names taken outside the registry (stored credentials)."""
+        self._index_path = index_path
+        self._reserved = reserved
+        self._lock = threading.Lock()
+        self._states: dict[str, IdentityState] = {}
+        self._loaded_index = False
+
+    # -- lookups --------------------------------------------------------------------------
+
+    def get(self, key: str) -> IdentityState | None:
+        with self._lock:
+            return self._states.get(key)
+
+    def find(self, name: str) -> IdentityState | None:
+        """An identity by the name people see."""
+        for st in self.known():
+            if st.identity.name == name:
+                return st
+        return None
+
+    def known(self) -> list[IdentityState]:
+        """Every identity of this run and of the index, in the order first seen."""
+        self._load_index()
+        with self._lock:
+            return list(self._states.values())
+
+    # -- creation -------------------------------------------------------------------------
+
+    def stored(self, name: str) -> IdentityState:
+        """The state of the stored credential ``name`` (created on first use)."""
+        key = idmod.stored_key(name)
+        with self._lock:
+            st = self._states.get(key)
+            if st is None:
+                st = self._states[key] = IdentityState(Identity(key, name, STORED))
+            return st
+
+    def oidc(
+        self,
+        settings: OIDCSettings,
+        chosen: str | None = None,
+        default: Callable[[], str] | None = None,
+    ) -> IdentityState:
+        """The OIDC identity ``settings`` name, created on first sight and remembered.
+
+        ``chosen``: a name a person gave (``--name``), which renames the identity. Otherwise a
+        new identity is named ``default()`` (the kubeconfig user), else ``user@issuer-host``.
+        """
+        self._load_index()
+        key = settings.key
+        with self._lock:
+            st = self._states.get(key)
+            if st is not None and (not chosen or chosen == st.identity.name):
+                if st.settings != settings:
+                    st.settings, st.client = settings, None  # e.g. another browser command
+                    self._save_index()
+                return st
+            wanted = chosen or (default() if default else None) or settings.fallback_name
+            taken = self._taken(except_key=key)
+            name = idmod.unique_name(wanted, taken)
+            if st is None:
+                st = self._states[key] = IdentityState(Identity(key, name, OIDC), settings)
+            else:
+                st.identity = Identity(key, name, OIDC)
+                st.settings = settings
+            self._save_index()
+            return st
+
+    def remove(self, key: str) -> None:
+        """Forget an identity (its secrets are the caller's business)."""
+        self._load_index()
+        with self._lock:
+            if self._states.pop(key, None) is not None:
+                self._save_index()
+
+    def _taken(self, except_key: str) -> set[str]:
+        names = {st.identity.name for k, st in self._states.items() if k != except_key}
+        return names | set(self._reserved())
+
+    # -- the index ------------------------------------------------------------------------
+
+    def _load_index(self) -> None:
+        if self._loaded_index:
+            return
+        doc = jsonfile.load(self._index_path)
+        entries = _entries(doc)
+        with self._lock:
+            if self._loaded_index:
+                return
+            self._loaded_index = True
+            for name, raw, raw_key in entries:
+                try:
+                    settings = OIDCSettings.from_dict(raw)
+                except (TypeError, ValueError):
+                    continue  # written by a newer kubetray, or damaged: skip, keep the rest
+                key = settings.key
+                if key in self._states:
+                    continue
+                taken = self._taken(except_key=key)
+                identity = Identity(key, idmod.unique_name(name, taken), OIDC)
+                legacy = raw_key if raw_key != key else None
+                self._states[key] = IdentityState(identity, settings, legacy_key=legacy)
+
+    def _save_index(self) -> None:
+        """Write the OIDC identities' names and non-secret settings (caller holds the lock)."""
+        out: dict[str, Any] = {}
+        for st in self._states.values():
+            if st.settings is None:
+                continue
+            settings = asdict(st.settings)
+            settings.pop("client_secret")
+            settings.pop("password")
+            out[st.identity.key] = {"name": st.identity.name, "settings": settings}
+        jsonfile.save(self._index_path, {"version": INDEX_VERSION, "identities": out})
+
+
+def _entries(doc: object) -> list[tuple[str, dict[str, Any], str]]:
+    """(name, settings, key as written) of an index: this version's, or the first round's."""
+    if not isinstance(doc, dict):
+        return []
+    if doc.get("version") == INDEX_VERSION and isinstance(doc.get("identities"), dict):
+        return [
+            (str(r["name"]), r["settings"], str(key))
+            for key, r in doc["identities"].items()
+            if isinstance(r, dict) and isinstance(r.get("settings"), dict) and r.get("name")
+        ]
+    return [  # {name: {key, settings}}: the key is recomputed in today's normal form
+        (str(name), r["settings"], str(r.get("key")))
+        for name, r in doc.items()
+        if isinstance(r, dict) and isinstance(r.get("settings"), dict)
+    ]

@@ -1,0 +1,112 @@
+"""Which kubeconfig contexts use which kubetray identity (the merged KUBECONFIG view).
+
+The agent names identities after the kubeconfig user that runs them and the tray lists each
+identity's contexts. Read again only when a kubeconfig file changes.
+"""
+
+import os
+import threading
+from typing import Any
+
+from app import identity
+from app.kubeconfig.files import KubeconfigError
+from app.kubeconfig.view import View, default_paths
+from app.model import ContextUse
+from app.oidc.settings import OIDCSettings
+from exec_helper import options
+from exec_helper.exec_credential import extension
+
+HELPER_NAMES = ("kubetray-exec", "kubetray-exec.exe")
+
+_lock = threading.Lock()
+_cache: dict[tuple[tuple[str, int, int], ...], dict[str, list[ContextUse]]] = {}
+"""The last scan, keyed by the files' (path, mtime, size): one entry at most."""
+
+
+def is_helper(command: object) -> bool:
+    """Whether a kubeconfig exec command runs kubetray-exec (by any path)."""
+    return os.path.basename(str(command).replace("\\", "/")).lower() in HELPER_NAMES
+
+
+def key_of(opts: options.HelperOptions) -> str | None:
+    """The identity key ``opts`` name, or None when they name none."""
+    if opts.stored:
+        return identity.stored_key(opts.stored)
+    if opts.oidc_issuer_url and opts.oidc_client_id:
+        try:
+            return OIDCSettings.from_options(opts).key
+        except options.OptionsError:
+            return None
+    return None
+
+
+def contexts_by_identity(paths: list[str] | None = None) -> dict[str, list[ContextUse]]:
+    """Identity key → the contexts whose user runs kubetray-exec for it (kubectl's view)."""
+    files = paths or default_paths()
+    stamps = tuple(_stamp(p) for p in files)
+    with _lock:
+        cached = _cache.get(stamps)
+        if cached is not None:
+            return cached
+    try:
+        found = _scan(View.load(files))
+    except (KubeconfigError, OSError):
+        found = {}
+    with _lock:
+        _cache.clear()
+        _cache[stamps] = found
+    return found
+
+
+def _stamp(path: str) -> tuple[str, int, int]:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return (path, 0, -1)
+    return (path, st.st_mtime_ns, st.st_size)
+
+
+def _scan(view: View) -> dict[str, list[ContextUse]]:
+    users = {str(e.get("name")): (f.path, e) for f, e in view.merged("users")}
+    out: dict[str, list[ContextUse]] = {}
+    for _, entry in view.merged("contexts"):
+        ctx = entry.get("context")
+        if not isinstance(ctx, dict):
+            continue
+        user_name, cluster = str(ctx.get("user", "")), str(ctx.get("cluster", ""))
+        file, user = users.get(user_name, ("", {}))
+        body = user.get("user")
+        exec_ = body.get("exec") if isinstance(body, dict) else None
+        if not isinstance(exec_, dict) or not is_helper(exec_.get("command")):
+            continue
+        try:
+            opts = options.resolve(
+                [str(a) for a in exec_.get("args") or []],
+                _cluster_config(view, cluster),
+                _env(exec_.get("env")),
+            )
+        except options.OptionsError:
+            continue
+        key = key_of(opts)
+        if key is not None:
+            out.setdefault(key, []).append(
+                ContextUse(str(entry.get("name")), user_name, cluster, file)
+            )
+    return out
+
+
+def _cluster_config(view: View, cluster: str) -> dict[str, Any] | None:
+    entry = view.get("clusters", cluster)
+    body = entry.get("cluster") if entry else None
+    value = extension(body) if isinstance(body, dict) else None
+    return value if isinstance(value, dict) else None
+
+
+def _env(items: object) -> dict[str, str]:
+    if not isinstance(items, list):
+        return {}
+    return {
+        str(e["name"]): str(e.get("value", ""))
+        for e in items
+        if isinstance(e, dict) and "name" in e
+    }

@@ -1,0 +1,272 @@
+"""The identity rules with a fake provider and a fake clock: single flight, blocking after a
+failure, refresh ahead, rotation, logout, forget, and the true state after a restart."""
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from app.broker.broker import Broker
+from app.broker.flight import BLOCK_AFTER_FAILURE, Login, LoginRequired
+from app.broker.logins import Logins
+from app.broker.refresh import RefreshScheduler
+from app.broker.registry import Registry
+from app.model import State
+from app.oidc.loopback import LoginError
+from app.oidc.settings import Metadata, OIDCSettings
+from app.oidc.tokens import TokenSet
+from app.store.memory_store import MemorySecretStore
+from app.stored import StoredCredentials
+from exec_helper.options import resolve
+from tests.fakes import Clock, NoBrowser, SilentCaller
+
+ARGS = ["--oidc-issuer-url=https://idp.test", "--oidc-client-id=kubectl", "--grant-type=password"]
+
+
+class FakeProvider:
+    """A provider that issues tokens for an hour, rotates refresh tokens and counts calls."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.logins = 0
+        self.refreshes: list[str] = []
+        self.revoked: list[str] = []
+        self.valid_refresh: set[str] = set()
+        self.fail_login = False
+        self.login_started = threading.Event()
+        self.release = threading.Event()
+        self.release.set()
+        self.select_account = False
+        self.auth_params: list[dict[str, str]] = []
+
+    def client(self, settings: OIDCSettings, clock: object) -> "FakeClient":
+        return FakeClient(self)
+
+    def issue(self, n: int) -> TokenSet:
+        now = self.clock()
+        rt = f"rt-{n}-{len(self.refreshes)}"
+        self.valid_refresh.add(rt)
+        return TokenSet(
+            expires_at=now + timedelta(hours=1),
+            issued_at=now,
+            id_token=f"id-{n}-{len(self.refreshes)}",
+            refresh_token=rt,
+            claims={"sub": "alice", "email": "alice@example.test"},
+        )
+
+
+class FakeClient:
+    def __init__(self, provider: FakeProvider) -> None:
+        self.p = provider
+
+    def password(self, ui: Login) -> TokenSet:
+        self.p.logins += 1
+        self.p.login_started.set()
+        self.p.release.wait(5)
+        if self.p.fail_login:
+            raise LoginError("the provider refused the login (invalid_grant)")
+        return self.p.issue(self.p.logins)
+
+    def authorization_code(self, ui: Login, keyboard: bool = False) -> TokenSet:
+        self.p.auth_params.append(dict(ui.auth_params))
+        return self.password(ui)
+
+    def refresh(self, tokens: TokenSet) -> TokenSet:
+        rt = tokens.refresh_token
+        if rt not in self.p.valid_refresh:  # a strict provider: reuse revokes the grant
+            raise LoginError(f"refresh token reused: {rt}")
+        self.p.valid_refresh.discard(rt or "")
+        self.p.refreshes.append(rt or "")
+        return tokens.with_refresh(self.p.issue(self.p.logins))
+
+    def revoke(self, tokens: TokenSet) -> None:
+        self.p.revoked.append(tokens.refresh_token or "")
+
+    def metadata(self) -> Metadata:
+        return Metadata(
+            issuer="https://idp.test",
+            authorization_endpoint="https://idp.test/auth",
+            token_endpoint="https://idp.test/token",
+            jwks_uri="https://idp.test/jwks",
+            device_authorization_endpoint=None,
+            revocation_endpoint="https://idp.test/revoke",
+            end_session_endpoint=None,
+            grant_types_supported=(),
+            code_challenge_methods_supported=("S256",),
+            id_token_signing_alg_values_supported=("RS256",),
+            prompt_values_supported=("login", "select_account") if self.p.select_account else (),
+        )
+
+
+class Terminal(SilentCaller):
+    interactive = True
+    visible = True
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def provider(clock: Clock) -> FakeProvider:
+    return FakeProvider(clock)
+
+
+@pytest.fixture
+def store() -> MemorySecretStore:
+    return MemorySecretStore()
+
+
+def make(tmp_path: Path, store: MemorySecretStore, clock: Clock, provider: FakeProvider):  # type: ignore[no-untyped-def]
+    registry = Registry(str(tmp_path / "ids.json"))
+    logins = Logins(store, registry, clock, browser=NoBrowser, client=provider.client)
+    broker = Broker(StoredCredentials(store, str(tmp_path / "s.json")), registry, logins, clock)
+    return broker, logins
+
+
+@pytest.fixture
+def core(tmp_path: Path, store: MemorySecretStore, clock: Clock, provider: FakeProvider):  # type: ignore[no-untyped-def]
+    broker, logins = make(tmp_path, store, clock, provider)
+    yield broker, logins
+    logins.stop()
+
+
+def token(broker: Broker, args: list[str] = ARGS) -> str | None:
+    opts = resolve(args)
+    return broker.get_credential(broker.identity(opts), opts, Terminal()).token
+
+
+def test_fifty_callers_share_one_login(core, provider: FakeProvider) -> None:  # type: ignore[no-untyped-def]
+    broker, _ = core
+    provider.release.clear()
+    with ThreadPoolExecutor(50) as pool:
+        futures = [pool.submit(token, broker) for _ in range(50)]
+        assert provider.login_started.wait(5)
+        time.sleep(0.1)  # let every caller arrive while the login runs
+        provider.release.set()
+        tokens = {f.result(timeout=10) for f in futures}
+    assert tokens == {"id-1-0"} and provider.logins == 1
+
+
+def test_a_failed_login_blocks_callers_until_the_user_asks(core, provider, clock) -> None:  # type: ignore[no-untyped-def]
+    broker, logins = core
+    provider.fail_login = True
+    with pytest.raises(LoginError, match="invalid_grant"):
+        token(broker)
+    start = time.monotonic()
+    with pytest.raises(LoginRequired, match="login required") as e:
+        token(broker)
+    assert time.monotonic() - start < 0.5 and "kubetray login" in str(e.value.hint)
+    assert provider.logins == 1  # no login storm
+    st = broker.identity(resolve(ARGS))
+    assert broker.status()[0].state is State.NEEDS_LOGIN
+    assert "invalid_grant" in (broker.status()[0].error or "")
+    provider.fail_login = False
+    assert logins.token(st, Terminal(), explicit=True).id_token == "id-2-0"  # kubetray login
+    clock.advance(seconds=BLOCK_AFTER_FAILURE.total_seconds() + 1)
+    assert token(broker) == "id-2-0"
+
+
+def test_the_block_ends_by_itself(core, provider, clock) -> None:  # type: ignore[no-untyped-def]
+    broker, _ = core
+    provider.fail_login = True
+    with pytest.raises(LoginError):
+        token(broker)
+    provider.fail_login = False
+    clock.advance(seconds=BLOCK_AFTER_FAILURE.total_seconds() + 1)
+    assert token(broker) == "id-2-0"
+
+
+def test_refresh_ahead_rotates_and_never_presents_a_used_token(
+    core, provider, clock, store
+) -> None:  # type: ignore[no-untyped-def]
+    broker, logins = core
+    assert token(broker) == "id-1-0"
+    st = broker.identity(resolve(ARGS))
+    for n in range(1, 6):
+        clock.advance(minutes=55)  # past refresh_due (expiry - 1.5 x 6 min)
+        logins._refresh_if_due(st.identity.key)  # what the scheduler thread does
+        logins._refresh_if_due(st.identity.key)  # a second wake-up finds nothing due
+        assert len(provider.refreshes) == n
+        assert token(broker) == f"id-1-{n}"
+    assert len(set(provider.refreshes)) == 5 and provider.logins == 1
+    # The rotated refresh token is in the store, not only in memory.
+    registry = Registry(logins.registry._index_path)
+    restarted = Logins(store, registry, clock, browser=NoBrowser, client=provider.client)
+    try:
+        again = restarted.find(st.identity.name)
+        assert again is not None
+        clock.advance(minutes=55)
+        assert restarted.token(again, Terminal()).id_token == "id-1-6"
+    finally:
+        restarted.stop()
+
+
+def test_a_stale_token_is_refreshed_by_its_caller_once(core, provider, clock) -> None:  # type: ignore[no-untyped-def]
+    broker, _ = core
+    token(broker)
+    clock.advance(minutes=59)
+    with ThreadPoolExecutor(20) as pool:
+        results = set(pool.map(lambda _: token(broker), range(20)))
+    assert results == {"id-1-1"} and provider.refreshes == ["rt-1-0"]
+
+
+def test_state_after_a_restart_is_the_true_one(tmp_path, store, clock, provider) -> None:  # type: ignore[no-untyped-def]
+    broker, logins = make(tmp_path, store, clock, provider)
+    token(broker)
+    logins.stop()
+    broker, logins = make(tmp_path, store, clock, provider)  # the agent restarted
+    try:
+        assert [s.state for s in broker.status()] == [State.NEEDS_LOGIN]  # not read yet
+        logins.load_known()  # what the agent does at start, on a worker thread
+        status = broker.status()
+        assert [s.state for s in status] == [State.READY]
+        assert status[0].who == "alice@example.test" and status[0].calls == 0
+    finally:
+        logins.stop()
+
+
+def test_logout_revokes_and_forget_removes(core, provider, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    broker, logins = core
+    token(broker)
+    name = broker.status()[0].name
+    assert logins.logout(name) and provider.revoked == ["rt-1-0"]
+    assert broker.status()[0].state is State.NEEDS_LOGIN
+    assert logins.forget(name)
+    assert broker.status() == []
+    assert Registry(str(tmp_path / "ids.json")).known() == []
+    assert not logins.forget(name)
+
+
+def test_switch_account_asks_the_provider_to_choose(core, provider) -> None:  # type: ignore[no-untyped-def]
+    broker, logins = core
+    args = ["--oidc-issuer-url=https://idp.test", "--oidc-client-id=kubectl"]
+    st = broker.identity(resolve(args))
+    provider.select_account = True
+    logins.switch_account(st, Terminal())
+    provider.select_account = False
+    logins.switch_account(st, Terminal())
+    assert provider.auth_params == [{"prompt": "select_account"}, {}]
+
+
+def test_scheduler_calls_back_when_due() -> None:
+    from datetime import UTC
+
+    called = threading.Event()
+    keys: list[str] = []
+
+    def refresh(key: str) -> None:
+        keys.append(key)
+        called.set()
+
+    sched = RefreshScheduler(lambda: datetime.now(UTC), refresh)
+    try:
+        sched.schedule("late", datetime.now(UTC) + timedelta(hours=1))
+        sched.schedule("soon", datetime.now(UTC) + timedelta(milliseconds=50))
+        assert called.wait(2) and keys == ["soon"]
+    finally:
+        sched.stop()

@@ -1,0 +1,104 @@
+"""What identifies an OIDC identity, and the names people see (no network, no store)."""
+
+from pathlib import Path
+
+import pytest
+
+from app.broker.registry import Registry
+from app.identity import normalize_issuer, unique_name
+from app.oidc.settings import OIDCSettings
+from exec_helper.options import resolve
+
+
+@pytest.mark.parametrize(
+    ("spelling", "normal"),
+    [
+        ("https://idp/", "https://idp"),
+        ("https://idp", "https://idp"),
+        ("HTTPS://IdP.Example.COM:443/realms/Dev/", "https://idp.example.com/realms/Dev"),
+        ("http://127.0.0.1:80/", "http://127.0.0.1"),
+        ("http://127.0.0.1:8080//", "http://127.0.0.1:8080"),
+        ("https://[::1]:8443/x", "https://[::1]:8443/x"),
+    ],
+)
+def test_issuer_spellings_are_one(spelling: str, normal: str) -> None:
+    assert normalize_issuer(spelling) == normal
+
+
+def settings(*args: str) -> OIDCSettings:
+    return OIDCSettings.from_options(resolve(list(args)))
+
+
+def test_spellings_of_one_login_are_one_identity() -> None:
+    base = settings("--oidc-issuer-url=https://idp", "--oidc-client-id=k", "--oidc-extra-scope=a,b")
+    same = [
+        settings("--oidc-issuer-url=https://IDP/", "--oidc-client-id=k", "--oidc-extra-scope=b,a"),
+        settings(
+            "--oidc-issuer-url=https://idp:443",
+            "--oidc-client-id=k",
+            "--oidc-extra-scope=openid,b",
+            "--oidc-extra-scope=a",
+            "--listen-address=127.0.0.1:8000",  # how, not who
+            "--certificate-authority=/tmp/ca.pem",
+            "--browser-command=firefox",
+        ),
+    ]
+    assert {s.key for s in same} == {base.key}
+    other = [
+        settings("--oidc-issuer-url=https://idp", "--oidc-client-id=k2", "--oidc-extra-scope=a,b"),
+        settings("--oidc-issuer-url=https://idp", "--oidc-client-id=k", "--oidc-extra-scope=a"),
+        settings(
+            "--oidc-issuer-url=https://idp",
+            "--oidc-client-id=k",
+            "--oidc-extra-scope=a,b",
+            "--audience=api",
+        ),
+        settings(
+            "--oidc-issuer-url=https://idp/realms/x", "--oidc-client-id=k", "--oidc-extra-scope=a,b"
+        ),
+    ]
+    assert len({s.key for s in other} | {base.key}) == 5
+
+
+def test_audience_is_sent_as_an_authorization_parameter_last_one_wins() -> None:
+    s = settings(
+        "--oidc-issuer-url=https://i", "--oidc-client-id=k", "--audience", "a", "--audience=b"
+    )
+    assert dict(s.extra_params) == {"audience": "b"}
+
+
+def test_names_are_unique_and_chosen_names_win(tmp_path: Path) -> None:
+    reg = Registry(str(tmp_path / "ids.json"), reserved=lambda: ["prod"])
+    a = reg.oidc(settings("--oidc-issuer-url=https://idp", "--oidc-client-id=k"))
+    assert a.identity.name == "k@idp"
+    b = reg.oidc(settings("--oidc-issuer-url=https://idp", "--oidc-client-id=k", "--username=u"))
+    assert b.identity.name == "u@idp"
+    c = reg.oidc(
+        settings("--oidc-issuer-url=https://idp", "--oidc-client-id=k", "--oidc-extra-scope=x"),
+        default=lambda: "prod",  # a stored credential has this name already
+    )
+    assert c.identity.name == "prod-2"
+    assert reg.oidc(c.settings, chosen="staging") is c and c.identity.name == "staging"
+    assert reg.oidc(c.settings) is c and c.identity.name == "staging"  # the name sticks
+    assert unique_name("x", {"x", "x-2"}) == "x-3"
+    # After a restart: the same identities, names and settings, from the index alone.
+    again = Registry(str(tmp_path / "ids.json"), reserved=lambda: ["prod"])
+    assert sorted(st.identity.name for st in again.known()) == ["k@idp", "staging", "u@idp"]
+    assert again.find("staging") is not None
+    assert again.find("staging").settings == c.settings  # type: ignore[union-attr]
+    again.remove(c.identity.key)
+    assert Registry(str(tmp_path / "ids.json")).find("staging") is None
+
+
+def test_index_of_the_first_round_is_read_in_todays_form(tmp_path: Path) -> None:
+    index = tmp_path / "ids.json"
+    index.write_text(
+        '{"kubectl@idp": {"key": "oidc|https://idp/|kubectl|||", "settings": '
+        '{"issuer": "https://idp/", "client_id": "kubectl", "scopes": ["openid"]}}}'
+    )
+    reg = Registry(str(index))
+    st = reg.find("kubectl@idp")
+    assert st is not None and st.settings is not None and st.settings.issuer == "https://idp"
+    assert st.legacy_key == "oidc|https://idp/|kubectl|||"
+    same = reg.oidc(settings("--oidc-issuer-url=https://idp", "--oidc-client-id=kubectl"))
+    assert same is st
