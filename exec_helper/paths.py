@@ -34,18 +34,21 @@ _INFRA = (
 
 
 def kubetray_env() -> list[str]:
-    """``KUBETRAY_*=value`` settings meant for the agent (flags given as environment)."""
+    """``KUBETRAY_*=value`` settings meant for the agent (flags given as environment), and the
+    caller's ``KUBECONFIG`` (the agent names identities after the kubeconfig user)."""
     if sys.platform == "win32":
         import os
 
-        items = [(k, v) for k, v in os.environ.items() if k.startswith("KUBETRAY_")]
+        items = [
+            (k, v) for k, v in os.environ.items() if k.startswith("KUBETRAY_") or k == "KUBECONFIG"
+        ]
     else:
         import posix
 
         items = [
             (k.decode("utf-8", "surrogateescape"), v.decode("utf-8", "surrogateescape"))
             for k, v in posix.environ.items()
-            if k.startswith(b"KUBETRAY_")
+            if k.startswith(b"KUBETRAY_") or k == b"KUBECONFIG"
         ]
     return [f"{k}={v}" for k, v in items if k not in _INFRA]
 

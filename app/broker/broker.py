@@ -26,7 +26,7 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-def _no_contexts() -> dict[str, list[ContextUse]]:
+def _no_contexts(_kubeconfig: str | None = None) -> dict[str, list[ContextUse]]:
     return {}
 
 
@@ -39,9 +39,10 @@ class Broker:
         registry: Registry,
         logins: Logins | None = None,
         clock: Callable[[], datetime] = utcnow,
-        contexts: Callable[[], dict[str, list[ContextUse]]] = _no_contexts,
+        contexts: Callable[[str | None], dict[str, list[ContextUse]]] = _no_contexts,
     ) -> None:
-        """``contexts`` maps identity keys to the kubeconfig contexts that use them."""
+        """``contexts(KUBECONFIG)`` maps identity keys to the kubeconfig contexts that use
+        them (None: the agent's own view)."""
         self._stored = stored
         self.registry = registry
         self.logins = logins
@@ -53,22 +54,27 @@ class Broker:
 
     # -- which identity ---------------------------------------------------------------------
 
-    def identity(self, opts: HelperOptions) -> IdentityState:
-        """The identity a request names: a stored credential, or an OIDC login."""
+    def identity(self, opts: HelperOptions, kubeconfig: str | None = None) -> IdentityState:
+        """The identity a request names: a stored credential, or an OIDC login.
+
+        ``kubeconfig``: the caller's KUBECONFIG, where a new identity's name is looked up.
+        """
         if opts.stored:
             return self.registry.stored(opts.stored)
         if opts.oidc_issuer_url and opts.oidc_client_id:
             settings = OIDCSettings.from_options(opts)
-            return self.registry.oidc(settings, opts.name, lambda: self._kubeconfig_name(settings))
+            return self.registry.oidc(
+                settings, opts.name, lambda: self._kubeconfig_name(settings, kubeconfig)
+            )
         raise UsageError(
             "kubetray-exec was not told which credential to serve",
             "give --stored NAME, or --oidc-issuer-url and --oidc-client-id, in the exec args or "
             "in the cluster's client.authentication.k8s.io/exec extension",
         )
 
-    def _kubeconfig_name(self, settings: OIDCSettings) -> str:
+    def _kubeconfig_name(self, settings: OIDCSettings, kubeconfig: str | None) -> str:
         """The kubeconfig user that runs this identity, else the context (per-cluster config)."""
-        uses = self._contexts().get(settings.key) or []
+        uses = self._contexts(kubeconfig).get(settings.key) or []
         users = {u.user for u in uses}
         if len(users) == 1:
             return users.pop()
@@ -170,7 +176,7 @@ class Broker:
     def status(self) -> list[IdentityStatus]:
         """Every identity known to this agent, its index or the store, with its state."""
         now = self._clock()
-        contexts = self._contexts()
+        contexts = self._contexts(None)
         out: list[IdentityStatus] = []
         seen: set[str] = set()
         for st in self.registry.known():

@@ -209,7 +209,7 @@ class Service:
                 interactive=info.interactive and bool(request.get("stdin_tty")),
                 visible=bool(request.get("stderr_tty")),
             )
-            st = self._broker.identity(opts)
+            st = self._broker.identity(opts, _kubeconfig(request.get("env")))
             identity_name = st.identity.name
             credential = self._broker.get_credential(
                 st, opts, conv, cluster=cluster, skip_cache=info.response_code == 401
@@ -251,6 +251,14 @@ def _resolve(
 ) -> options.HelperOptions:
     """options.resolve, memoized: kubectl sends the same arguments every time."""
     return _resolve_cached(args, json.dumps(config, sort_keys=True) if config else None, env)
+
+
+def _kubeconfig(env: object) -> str | None:
+    """The caller's KUBECONFIG, as kubetray-exec passed it on."""
+    for item in env if isinstance(env, list) else ():
+        if isinstance(item, str) and item.startswith("KUBECONFIG="):
+            return item.partition("=")[2]
+    return None
 
 
 def _record_dict(rec: CallRecord) -> dict[str, Any]:

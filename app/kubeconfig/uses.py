@@ -40,9 +40,10 @@ def key_of(opts: options.HelperOptions) -> str | None:
     return None
 
 
-def contexts_by_identity(paths: list[str] | None = None) -> dict[str, list[ContextUse]]:
-    """Identity key → the contexts whose user runs kubetray-exec for it (kubectl's view)."""
-    files = paths or default_paths()
+def contexts_by_identity(kubeconfig: str | None = None) -> dict[str, list[ContextUse]]:
+    """Identity key → the contexts whose user runs kubetray-exec for it, in kubectl's view of
+    ``kubeconfig`` (a KUBECONFIG value; None: this process's environment)."""
+    files = default_paths({"KUBECONFIG": kubeconfig} if kubeconfig else None)
     stamps = tuple(_stamp(p) for p in files)
     with _lock:
         cached = _cache.get(stamps)

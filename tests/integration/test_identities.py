@@ -1,0 +1,128 @@
+"""Identities as a person sees them, against the real agent and oidc-provider: spellings of one
+login are one identity, named after the kubeconfig user; a restart shows the true state; forget
+logs out and removes."""
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.idp import IdP, run_idp
+from tests.peers import ROOT, KubetrayEnv
+
+pytestmark = pytest.mark.usefixtures("keyring_session")
+
+
+@pytest.fixture
+def idp() -> Iterator[IdP]:
+    with run_idp(password=True) as provider:
+        yield provider
+
+
+def login_args(issuer: str) -> list[str]:
+    return [
+        f"--oidc-issuer-url={issuer}",
+        "--oidc-client-id=kubectl",
+        "--oidc-extra-scope=email",
+        "--grant-type=password",
+        "--username=alice",
+        "--password=pw-alice",
+    ]
+
+
+def write_kubeconfig(path: Path, helper: Path, args: list[str]) -> None:
+    exec_ = {
+        "apiVersion": "client.authentication.k8s.io/v1",
+        "command": str(helper),
+        "args": ["get-token", *args],
+        "interactiveMode": "Never",
+    }
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "dev", "cluster": {"server": "https://127.0.0.1:1"}}],
+                "users": [{"name": "dev-alice", "user": {"exec": exec_}}],
+                "contexts": [{"name": "dev", "context": {"cluster": "dev", "user": "dev-alice"}}],
+                "current-context": "dev",
+            }
+        )
+    )
+
+
+def oidc_rows(kt: KubetrayEnv) -> list[dict[str, Any]]:
+    return [i for i in kt.kubetray_json("status")["identities"] if i["kind"] == "oidc"]
+
+
+def test_spellings_are_one_identity_named_after_the_kubeconfig_user(
+    kt: KubetrayEnv, idp: IdP, tmp_path: Path
+) -> None:
+    config = tmp_path / "kubeconfig"
+    write_kubeconfig(config, kt.helper, login_args(idp.issuer + "/"))
+    kt.env["KUBECONFIG"] = str(config)
+    first = kt.run_helper(*login_args(idp.issuer + "/"))
+    assert first.returncode == 0, first.stderr
+    assert "Logged in to dev-alice as alice" in first.stderr
+    host = idp.issuer.removeprefix("http://")
+    for spelling in (idp.issuer, f"HTTP://{host}//", f"http://{host.upper()}"):
+        again = kt.run_helper(*login_args(spelling))
+        assert again.returncode == 0 and again.stderr == "", again.stderr
+    assert idp.counts().get("password") == 1  # one login for every spelling
+    login = kt.kubetray("login", "--", *login_args(idp.issuer))
+    assert login.returncode == 0 and "logged in to dev-alice" in login.stdout, login.stderr
+    rows = oidc_rows(kt)
+    assert [(r["name"], r["contexts"], r["calls"]) for r in rows] == [("dev-alice", ["dev"], 4)]
+    table = kt.kubetray("status").stdout
+    assert table.count("dev-alice") == 1 and "alice@example.test" in table
+
+
+def test_a_restarted_agent_shows_the_true_state_before_any_call(
+    kt: KubetrayEnv, idp: IdP, tmp_path: Path
+) -> None:
+    assert kt.run_helper(*login_args(idp.issuer)).returncode == 0
+    name = oidc_rows(kt)[0]["name"]
+    kt.stop_agent()
+    agent = subprocess.Popen(
+        [sys.executable, "-m", "app", "agent"],
+        env=kt.env,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 15
+        rows: list[dict[str, Any]] = []
+        while time.monotonic() < deadline:
+            try:
+                rows = oidc_rows(kt)
+            except subprocess.CalledProcessError:
+                rows = []  # not listening yet
+            if rows and rows[0]["state"] == "ready":
+                break
+            time.sleep(0.1)
+        assert [(r["name"], r["state"], r["calls"], r["who"]) for r in rows] == [
+            (name, "ready", 0, "alice@example.test")
+        ]
+    finally:
+        kt.stop_agent()
+        agent.wait(10)
+
+
+def test_forget_logs_out_and_removes_the_identity(kt: KubetrayEnv, idp: IdP) -> None:
+    assert kt.run_helper(*login_args(idp.issuer)).returncode == 0
+    name = oidc_rows(kt)[0]["name"]
+    done = kt.kubetray("forget", name)
+    assert done.returncode == 0 and f"logged out of {name} and removed it" in done.stdout
+    assert oidc_rows(kt) == []
+    assert idp.counts().get("revoked") == 1
+    index = json.loads((kt.config / "identities.json").read_text())
+    assert index["identities"] == {}
+    missing = kt.kubetray("forget", name)
+    assert missing.returncode != 0 and "no stored credential or OIDC identity" in missing.stderr
