@@ -91,6 +91,7 @@ def approve_device(idp: IdP, code: str, user: str = "alice") -> None:
 def test_menu_follows_broker_state(qtbot, view: TrayApp, parts) -> None:  # type: ignore[no-untyped-def]
     _, _, stored = parts
     assert "No identities yet: add a cluster, or run kubectl" in view.action_texts()
+    assert view.state == "none"  # nothing set up yet: its own icon
     now = datetime.now(UTC)
     stored.save(
         StoredCredential(
@@ -108,6 +109,18 @@ def test_menu_follows_broker_state(qtbot, view: TrayApp, parts) -> None:  # type
     assert any(t.startswith("CN=ops  ·  ready  ·  1h 59m left") for t in texts)
     assert "Log in to all" in texts and "Diagnostics" in texts and "Quit kubetray" in texts
     assert view.state == "ok"
+
+
+def test_remove_identity_from_the_menu(qtbot, view: TrayApp, parts, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    _, logins, _ = parts
+    settings = OIDCSettings(issuer="https://idp.invalid", client_id="c")
+    logins.identity(settings, "team-dev")
+    view.refresh()
+    texts = view.action_texts()
+    assert "team-dev" in texts and "Remove identity" in texts and view.state == "login"
+    view.trigger("Remove identity")
+    qtbot.wait_until(lambda: "team-dev" not in view.action_texts(), timeout=5000)
+    assert logins.find("team-dev") is None and view.state == "none"
 
 
 def test_device_code_login_in_the_desktop(qtbot, view: TrayApp, parts) -> None:  # type: ignore[no-untyped-def]
