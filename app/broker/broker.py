@@ -119,7 +119,13 @@ class Broker:
     ) -> Credential:
         if self.logins is None:
             raise CredentialError(f"login required for {st.identity.name}", "OIDC is not enabled")
-        tokens = self.logins.token(st, conv, refresh=skip_cache, may_login=not opts.no_login)
+        tokens = self.logins.token(
+            st,
+            conv,
+            refresh=skip_cache,
+            may_login=not opts.no_login,
+            settings=OIDCSettings.from_options(opts),
+        )
         token = tokens.access_token if opts.oidc_use_access_token else tokens.id_token
         if not token:
             raise CredentialError(f"the provider gave {st.identity.name} no token to send")

@@ -20,6 +20,7 @@ from app.oidc.tokens import TokenSet
 
 if TYPE_CHECKING:
     from app.broker.registry import IdentityState
+    from app.oidc.settings import OIDCSettings
 
 log = logging.getLogger(__name__)
 
@@ -124,8 +125,16 @@ class Login:
         return self.result
 
 
-def blocked_reason(st: "IdentityState", now: datetime) -> str | None:
-    """Why a new login for ``st`` would not start now (a recent failure), or None."""
+def blocked_reason(
+    st: "IdentityState", now: datetime, settings: "OIDCSettings | None" = None
+) -> str | None:
+    """Why a new login for ``st`` would not start now (a recent failure), or None.
+
+    A failure blocks only callers that reach the provider the same way: a kubeconfig with the
+    right CA is not held back by one without it.
+    """
+    if st.blocked_for is not None and settings is not None and settings != st.blocked_for:
+        return None
     if st.blocked_until and now < st.blocked_until:
         return st.blocked_reason or "failed"
     return None
@@ -133,6 +142,7 @@ def blocked_reason(st: "IdentityState", now: datetime) -> str | None:
 
 def run(
     st: "IdentityState",
+    settings: "OIDCSettings",
     login: Login,
     work: Callable[[Login], TokenSet],
     keep: Callable[[TokenSet], None],
@@ -147,16 +157,16 @@ def run(
             tokens = work(login)
             with st.lock:
                 keep(tokens)
-                st.blocked_until = st.blocked_reason = None
+                st.blocked_until = st.blocked_reason = st.blocked_for = None
             login.result = tokens
             login.show(f"Logged in to {st.identity.name} as {tokens.who()}.")
         except AppError as e:
             login.error = e
-            _block(st, clock, f"failed: {e.message}")
+            _block(st, settings, clock, f"failed: {e.message}")
         except Exception as e:
             log.exception("login of %s failed", st.identity.name)
             login.error = AppError(f"the login to {st.identity.name} failed: {type(e).__name__}")
-            _block(st, clock, "failed")
+            _block(st, settings, clock, "failed")
         finally:
             with st.lock:
                 st.login = None
@@ -166,7 +176,10 @@ def run(
     threading.Thread(target=target, name=f"login-{st.identity.name}", daemon=True).start()
 
 
-def _block(st: "IdentityState", clock: Callable[[], datetime], reason: str) -> None:
+def _block(
+    st: "IdentityState", settings: "OIDCSettings", clock: Callable[[], datetime], reason: str
+) -> None:
     with st.lock:
         st.blocked_until = clock() + BLOCK_AFTER_FAILURE
         st.blocked_reason = reason
+        st.blocked_for = settings

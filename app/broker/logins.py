@@ -35,6 +35,8 @@ __all__ = ["Conversation", "Login", "LoginObserver", "LoginRequired", "Logins"]
 log = logging.getLogger(__name__)
 
 RETRY_REFRESH = timedelta(seconds=30)
+MAX_CLIENTS = 8
+"""Provider clients kept per identity (one per way of reaching the provider)."""
 
 
 class LoginObserver(Protocol):
@@ -107,17 +109,22 @@ class Logins:
                 except AppError as e:
                     log.warning("cannot read the tokens of %s: %s", st.identity.name, e.message)
 
-    def client(self, st: IdentityState) -> "OIDCClient":
-        """The provider client for ``st``'s current settings (made on first use)."""
-        assert st.settings is not None
-        if st.client is None:  # the registry drops it when the settings change
+    def client(self, st: IdentityState, settings: OIDCSettings | None = None) -> "OIDCClient":
+        """The provider client for ``settings`` (default: the identity's), made on first use."""
+        settings = settings or st.settings
+        assert settings is not None
+        client = st.clients.get(settings)
+        if client is None:
             if self._client_factory is not None:
-                st.client = self._client_factory(st.settings, self._clock)
+                client = self._client_factory(settings, self._clock)
             else:
                 from app.oidc.client import OIDCClient  # requests + authlib: only once used
 
-                st.client = OIDCClient(st.settings, self._clock)
-        return st.client
+                client = OIDCClient(settings, self._clock)
+            if len(st.clients) >= MAX_CLIENTS:
+                st.clients.pop(next(iter(st.clients)))
+            st.clients[settings] = client
+        return client
 
     # -- tokens -----------------------------------------------------------------------------
 
@@ -141,10 +148,13 @@ class Logins:
         st.loaded = True
         self._schedule(st)
 
-    def _refresh(self, st: IdentityState) -> TokenSet:
+    def _refresh(self, st: IdentityState, settings: OIDCSettings | None = None) -> TokenSet:
         assert st.tokens is not None
-        fresh = self.client(st).refresh(st.tokens)
+        settings = settings or st.settings
+        assert settings is not None
+        fresh = self.client(st, settings).refresh(st.tokens)
         self._save(st, fresh)
+        self.registry.adopt(st, settings)
         st.refreshes += 1
         st.refreshed_at = self._clock()
         log.info("refreshed %s (valid until %s)", st.identity.name, fresh.expires_at)
@@ -159,6 +169,7 @@ class Logins:
         relogin: bool = False,
         may_login: bool = True,
         auth_params: dict[str, str] | None = None,
+        settings: OIDCSettings | None = None,
     ) -> TokenSet:
         """Valid tokens for ``st``: cached, refreshed, or from a login all callers share.
 
@@ -166,8 +177,11 @@ class Logins:
         this login (kubetray login), so a recent failure does not block it. ``relogin``: log in
         again even with valid tokens. ``may_login``: False never starts or joins a login (the
         kubelet cannot wait for a person). ``auth_params``: added to a browser login's request.
+        ``settings``: how this caller reaches the provider (default: what worked last).
         """
         name = st.identity.name
+        settings = settings or st.settings
+        assert settings is not None
         tokens = st.tokens
         if tokens and tokens.fresh(self._clock(), self.margin) and not (refresh or relogin):
             return tokens  # the hot path: no lock
@@ -179,7 +193,7 @@ class Logins:
                 return tokens
             if tokens and tokens.refresh_token and not relogin:
                 try:
-                    return self._refresh(st)
+                    return self._refresh(st, settings)
                 except LoginError as e:
                     log.warning("refresh of %s failed: %s", name, e.message)
                     if tokens.expires_at > now and not refresh:
@@ -191,7 +205,7 @@ class Logins:
                 )
             login = st.login
             if login is None:
-                login = self._start_login(st, conv, now, explicit, auth_params or {})
+                login = self._start_login(st, settings, conv, now, explicit, auth_params or {})
             else:
                 login.join(conv)
         return login.wait(conv)
@@ -209,6 +223,7 @@ class Logins:
     def _start_login(
         self,
         st: IdentityState,
+        settings: OIDCSettings,
         conv: Conversation,
         now: datetime,
         explicit: bool,
@@ -216,8 +231,7 @@ class Logins:
     ) -> Login:
         """Start the identity's login (caller holds its lock) with ``conv`` already joined."""
         name = st.identity.name
-        assert st.settings is not None
-        blocked = flight.blocked_reason(st, now)
+        blocked = flight.blocked_reason(st, now, settings)
         if blocked and not explicit:
             for observer in self.observers:
                 observer.login_required(name, blocked)
@@ -225,9 +239,9 @@ class Logins:
                 f"login required for {name}",
                 f'the last login {blocked}; run "kubetray login {name}"',
             )
-        browser = self._browser(st.settings.browser_command)
+        browser = self._browser(settings.browser_command)
         if not self.desktop:
-            _check_reachable(st, conv, browser)
+            _check_reachable(name, settings, conv, browser)
         login = st.login = Login(name, browser)
         login.auth_params = auth_params
         for observer in self.observers:
@@ -238,19 +252,25 @@ class Logins:
             for observer in self.observers:
                 observer.login_finished(name, error)
 
+        def keep(tokens: TokenSet) -> None:
+            self._save(st, tokens)
+            self.registry.adopt(st, settings)
+
         flight.run(
             st,
+            settings,
             login,
-            lambda lg: self._interactive_login(st, lg),
-            lambda tokens: self._save(st, tokens),
+            lambda lg: self._interactive_login(st, settings, lg),
+            keep,
             self._clock,
             finished,
         )
         return login
 
-    def _interactive_login(self, st: IdentityState, login: Login) -> TokenSet:
-        settings, client = st.settings, self.client(st)
-        assert settings is not None
+    def _interactive_login(
+        self, st: IdentityState, settings: OIDCSettings, login: Login
+    ) -> TokenSet:
+        client = self.client(st, settings)
         grant = settings.grant_type
         login.show(f"Logging in to {st.identity.name} ({settings.issuer})…")
         if grant == "password":
@@ -332,11 +352,10 @@ class Logins:
         self._scheduler.stop()
 
 
-def _check_reachable(st: IdentityState, conv: Conversation, browser: Browser) -> None:
+def _check_reachable(
+    name: str, settings: OIDCSettings, conv: Conversation, browser: Browser
+) -> None:
     """Start a login only if it can finish: never one that nobody can see or answer."""
-    settings = st.settings
-    assert settings is not None
-    name = st.identity.name
     grant = settings.grant_type
     if grant == "password" and settings.username and settings.password:
         return  # needs nobody

@@ -31,15 +31,20 @@ class IdentityState:
 
     identity: Identity
     settings: OIDCSettings | None = None
-    """How to reach the provider (OIDC identities only)."""
+    """The settings of its last successful login or refresh (OIDC identities only): what
+    refresh-ahead and ``kubetray login NAME`` use. Callers bring their own (see Logins)."""
     lock: threading.Lock = field(default_factory=threading.Lock)
-    client: "OIDCClient | None" = None
+    clients: "dict[OIDCSettings, OIDCClient]" = field(default_factory=dict)
+    """Provider clients by the settings they reach it with (CAs, proxy, listen addresses)."""
     tokens: TokenSet | None = None
     loaded: bool = False
     """``tokens`` reflects the secret store (read once, then kept in step)."""
     login: "Login | None" = None
     blocked_until: datetime | None = None
     blocked_reason: str | None = None
+    blocked_for: OIDCSettings | None = None
+    """The settings the failed login used: callers that reach the provider otherwise (another
+    CA, another listen address) are not blocked by it."""
     refreshes: int = 0
     refreshed_at: datetime | None = None
     credential: Credential | None = None
@@ -109,9 +114,6 @@ class Registry:
         with self._lock:
             st = self._states.get(key)
             if st is not None and (not chosen or chosen == st.identity.name):
-                if st.settings != settings:
-                    st.settings, st.client = settings, None  # e.g. another browser command
-                    self._save_index()
                 return st
             wanted = chosen or (default() if default else None) or settings.fallback_name
             taken = self._taken(except_key=key)
@@ -120,9 +122,15 @@ class Registry:
                 st = self._states[key] = IdentityState(Identity(key, name, OIDC), settings)
             else:
                 st.identity = Identity(key, name, OIDC)
-                st.settings = settings
             self._save_index()
             return st
+
+    def adopt(self, st: IdentityState, settings: OIDCSettings) -> None:
+        """Remember ``settings`` as the ones that worked for ``st`` (index written on change)."""
+        with self._lock:
+            if st.settings != settings:
+                st.settings = settings
+                self._save_index()
 
     def remove(self, key: str) -> None:
         """Forget an identity (its secrets are the caller's business)."""

@@ -18,6 +18,7 @@ from app.broker import peer
 from app.broker.broker import Broker
 from app.errors import AppError
 from app.model import CallRecord, Credential
+from app.oidc.settings import OIDCSettings
 from exec_helper import exec_credential, options, protocol
 from exec_helper.exec_credential import ExecInfo, ExecInfoError
 
@@ -145,12 +146,15 @@ class Service:
                 conv = CallerConversation(
                     send, receive, bool(request.get("interactive")), visible=True
                 )
+                settings = None
                 if request.get("args"):
-                    st = self._broker.identity(options.resolve(list(request["args"])))
+                    opts = options.resolve(list(request["args"]))
+                    st = self._broker.identity(opts)
                     if st.settings is None:
                         raise AppError(
                             f"{st.identity.name} is a stored credential: nothing to log in to"
                         )
+                    settings = OIDCSettings.from_options(opts)
                 else:
                     found = logins.find(name)
                     if found is None:
@@ -159,7 +163,9 @@ class Service:
                             "kubetray status lists them; or give the kubetray-exec flags",
                         )
                     st = found
-                tokens = logins.token(st, conv, explicit=True, relogin=bool(request.get("force")))
+                tokens = logins.token(
+                    st, conv, explicit=True, relogin=bool(request.get("force")), settings=settings
+                )
                 until = tokens.expires_at.strftime("%Y-%m-%d %H:%M:%S UTC")
                 send(
                     _result(
@@ -243,6 +249,8 @@ def _resolve_cached(
     args: tuple[str, ...], config_json: str | None, env: tuple[str, ...]
 ) -> options.HelperOptions:
     environ = dict(item.partition("=")[::2] for item in env)
+    if "KUBETRAY_BROWSER" in environ:  # the caller's browser, under any flag that names one
+        environ.setdefault("KUBETRAY_BROWSER_COMMAND", environ["KUBETRAY_BROWSER"])
     return options.resolve(list(args), json.loads(config_json) if config_json else None, environ)
 
 

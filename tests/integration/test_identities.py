@@ -126,3 +126,22 @@ def test_forget_logs_out_and_removes_the_identity(kt: KubetrayEnv, idp: IdP) -> 
     assert index["identities"] == {}
     missing = kt.kubetray("forget", name)
     assert missing.returncode != 0 and "no stored credential or OIDC identity" in missing.stderr
+
+
+def test_the_callers_browser_is_used_not_the_agents(
+    kt: KubetrayEnv, idp: IdP, tmp_path: Path
+) -> None:
+    def browser(marker: Path) -> str:
+        return f"{sys.executable} -c \"import sys; open('{marker}', 'w').write(sys.argv[1])\""
+
+    first, second = tmp_path / "first-browser", tmp_path / "second-browser"
+    args = [f"--oidc-issuer-url={idp.issuer}", "--oidc-client-id=kubectl"]
+    kt.env["KUBETRAY_BROWSER"] = browser(first)  # the agent starts with this one
+    assert kt.run_helper(*login_args(idp.issuer)).returncode == 0  # agent up, no browser
+    done = kt.run_helper(
+        *args,
+        "--authentication-timeout-sec=2",
+        extra_env={"KUBETRAY_BROWSER": browser(second)},
+    )
+    assert done.returncode == 1  # nobody logs in: the point is which browser opened
+    assert second.read_text().startswith(f"{idp.issuer}/auth?") and not first.exists()

@@ -43,7 +43,7 @@ class FakeProvider:
         self.auth_params: list[dict[str, str]] = []
 
     def client(self, settings: OIDCSettings, clock: object) -> "FakeClient":
-        return FakeClient(self)
+        return FakeClient(self, settings)
 
     def issue(self, n: int) -> TokenSet:
         now = self.clock()
@@ -59,13 +59,16 @@ class FakeProvider:
 
 
 class FakeClient:
-    def __init__(self, provider: FakeProvider) -> None:
+    def __init__(self, provider: FakeProvider, settings: OIDCSettings) -> None:
         self.p = provider
+        self.settings = settings
 
     def password(self, ui: Login) -> TokenSet:
         self.p.logins += 1
         self.p.login_started.set()
         self.p.release.wait(5)
+        if "/no-such-ca.pem" in self.settings.ca_files:
+            raise LoginError("cannot reach the provider: CERTIFICATE_VERIFY_FAILED")
         if self.p.fail_login:
             raise LoginError("the provider refused the login (invalid_grant)")
         return self.p.issue(self.p.logins)
@@ -169,6 +172,20 @@ def test_a_failed_login_blocks_callers_until_the_user_asks(core, provider, clock
     assert logins.token(st, Terminal(), explicit=True).id_token == "id-2-0"  # kubetray login
     clock.advance(seconds=BLOCK_AFTER_FAILURE.total_seconds() + 1)
     assert token(broker) == "id-2-0"
+
+
+def test_one_callers_settings_never_block_or_poison_another(core, provider) -> None:  # type: ignore[no-untyped-def]
+    broker, logins = core
+    wrong_ca = [*ARGS, "--certificate-authority=/no-such-ca.pem"]
+    with pytest.raises(LoginError, match="CERTIFICATE_VERIFY_FAILED"):
+        token(broker, wrong_ca)
+    with pytest.raises(LoginRequired):  # the same kubeconfig again: blocked, no storm
+        token(broker, wrong_ca)
+    assert token(broker, ARGS) == "id-2-0"  # the right kubeconfig is not held back
+    assert token(broker, wrong_ca) == "id-2-0"  # and serves the other from memory
+    st = broker.identity(resolve(ARGS))
+    assert st.settings is not None and st.settings.ca_files == ()  # what worked is kept
+    assert provider.logins == 2
 
 
 def test_the_block_ends_by_itself(core, provider, clock) -> None:  # type: ignore[no-untyped-def]
