@@ -175,7 +175,7 @@ def test_a_failed_login_blocks_callers_until_the_user_asks(core, provider, clock
 
 
 def test_one_callers_settings_never_block_or_poison_another(core, provider) -> None:  # type: ignore[no-untyped-def]
-    broker, logins = core
+    broker, _ = core
     wrong_ca = [*ARGS, "--certificate-authority=/no-such-ca.pem"]
     with pytest.raises(LoginError, match="CERTIFICATE_VERIFY_FAILED"):
         token(broker, wrong_ca)
