@@ -232,8 +232,9 @@ def cmd_status(args: argparse.Namespace) -> int:
     for row in table:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
     for r in rows:
-        if r.error:
-            print(f"{r.name}: {r.error}")
+        for line in (r.error, r.note):
+            if line:
+                print(f"{r.name}: {line}")
     return 0
 
 

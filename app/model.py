@@ -103,6 +103,8 @@ class IdentityStatus:
     clusters: tuple[str, ...] = ()
     contexts: tuple[str, ...] = ()
     error: str | None = None
+    note: str | None = None
+    """Something the user should know that is not an error (e.g. a provider quirk)."""
 
     def to_dict(self) -> dict[str, Any]:
         doc = asdict(self)

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from app.broker.flight import Conversation
-from app.broker.logins import Logins
+from app.broker.logins import Logins, no_id_token_note
 from app.broker.registry import IdentityState, Registry
 from app.errors import CredentialError, UsageError
 from app.model import OIDC, STORED, CallRecord, ContextUse, Credential, IdentityStatus, State
@@ -270,4 +270,5 @@ class Broker:
             clusters=tuple(sorted(st.clusters)),
             contexts=contexts,
             error=blocked or st.last_error,
+            note=no_id_token_note(tokens, st.settings),
         )

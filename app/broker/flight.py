@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from app.errors import AppError, CredentialError
 from app.oidc.browser import Browser
-from app.oidc.loopback import LoginError
+from app.oidc.errors import LoginError
 from app.oidc.tokens import TokenSet
 
 if TYPE_CHECKING:

@@ -22,7 +22,7 @@ from app.broker.registry import IdentityState, Registry
 from app.errors import AppError
 from app.model import Identity
 from app.oidc.browser import Browser
-from app.oidc.loopback import LoginError
+from app.oidc.errors import LoginError, RefreshFailed
 from app.oidc.settings import OIDCSettings
 from app.oidc.tokens import MIN_MARGIN, TokenSet
 from app.store.secret_store import SecretStore
@@ -152,7 +152,11 @@ class Logins:
         assert st.tokens is not None
         settings = settings or st.settings
         assert settings is not None
-        fresh = self.client(st, settings).refresh(st.tokens)
+        try:
+            fresh = self.client(st, settings).refresh(st.tokens)
+        except RefreshFailed as e:
+            self._save(st, e.tokens)  # the rotated refresh token: the old one is spent
+            raise
         self._save(st, fresh)
         self.registry.adopt(st, settings)
         st.refreshes += 1
@@ -191,13 +195,17 @@ class Logins:
             tokens = st.tokens
             if tokens and tokens.fresh(now, self.margin) and not (refresh or relogin):
                 return tokens
-            if tokens and tokens.refresh_token and not relogin:
+            if tokens and tokens.refresh_token and not relogin and _refresh_helps(tokens, settings):
                 try:
-                    return self._refresh(st, settings)
+                    tokens = self._refresh(st, settings)
+                    if tokens.fresh(now, self.margin) or (tokens.expires_at > now and not refresh):
+                        return tokens
                 except LoginError as e:
                     log.warning("refresh of %s failed: %s", name, e.message)
                     if tokens.expires_at > now and not refresh:
                         return tokens  # still valid; the scheduler tries again
+            elif tokens and tokens.expires_at > now and not (refresh or relogin):
+                return tokens  # nothing renews it ahead of time: use it while it lasts
             if not may_login:
                 raise LoginRequired(
                     f"login required for {name}",
@@ -326,8 +334,10 @@ class Logins:
     # -- refresh ahead ----------------------------------------------------------------------
 
     def _schedule(self, st: IdentityState, when: datetime | None = None) -> None:
-        if st.tokens is None or not st.tokens.refresh_token:
+        if st.tokens is None or not st.tokens.refresh_token or st.settings is None:
             return
+        if not _refresh_helps(st.tokens, st.settings):
+            return  # a refresh would bring no id_token: ahead of time it only costs
         self._scheduler.schedule(st.identity.key, when or st.tokens.refresh_due(self.margin))
 
     def _refresh_if_due(self, key: str) -> None:
@@ -337,6 +347,8 @@ class Logins:
         with st.lock:
             tokens = st.tokens
             if tokens is None or not tokens.refresh_token:
+                return
+            if not _refresh_helps(tokens, st.settings):
                 return
             now = self._clock()
             if now < tokens.refresh_due(self.margin):
@@ -350,6 +362,22 @@ class Logins:
 
     def stop(self) -> None:
         self._scheduler.stop()
+
+
+def _refresh_helps(tokens: TokenSet, settings: OIDCSettings) -> bool:
+    """Whether a refresh can renew what kubectl is given: not the id_token of a provider that
+    sends none on refresh (then only a login or --oidc-use-access-token does)."""
+    return settings.use_access_token or not tokens.no_id_token_on_refresh
+
+
+def no_id_token_note(tokens: TokenSet | None, settings: OIDCSettings | None) -> str | None:
+    """What to tell the user about a provider that sends no id_token on refresh, or None."""
+    if tokens is None or settings is None or _refresh_helps(tokens, settings):
+        return None
+    return (
+        "the provider sends no id_token on refresh, so each id_token lifetime needs a login; "
+        "add --oidc-use-access-token if the API server accepts the provider's access tokens"
+    )
 
 
 def _check_reachable(

@@ -9,6 +9,7 @@ import ssl
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
@@ -20,8 +21,9 @@ from joserfc.errors import JoseError
 from joserfc.jwk import KeySet
 
 from app.identity import normalize_issuer
+from app.oidc.errors import LoginError, RefreshFailed
 from app.oidc.http import TIMEOUT, mount_trust, ssl_context
-from app.oidc.loopback import LoginError, LoopbackListener
+from app.oidc.loopback import LoopbackListener
 from app.oidc.settings import Metadata, OIDCSettings
 from app.oidc.tokens import TokenSet
 
@@ -358,14 +360,31 @@ class OIDCClient:
         return self._token_set(response, None)
 
     def refresh(self, tokens: TokenSet) -> TokenSet:
-        """New tokens from the refresh token (which the provider may rotate)."""
+        """New tokens from the refresh token (which the provider may rotate).
+
+        Once the provider has answered, its new refresh token is never lost: if anything
+        after that fails, RefreshFailed carries it for the caller to keep. A refresh that
+        brings no id_token keeps the login's id_token, its expiry and its claims.
+        """
         if not tokens.refresh_token:
             raise LoginError("there is no refresh token")
         response = self._fetch(grant_type="refresh_token", refresh_token=tokens.refresh_token)
-        fresh = self._token_set(response, None)
-        if not fresh.id_token and not self.settings.use_access_token:
-            raise LoginError("the provider's refresh returned no id_token")
-        return tokens.with_refresh(fresh)
+        rotated = response.get("refresh_token")
+        try:
+            fresh = self._token_set(response, None)
+        except LoginError as e:
+            if rotated and rotated != tokens.refresh_token:
+                kept = replace(tokens, refresh_token=rotated)
+                raise RefreshFailed(e.message, e.hint, kept) from None
+            raise
+        if fresh.id_token or self.settings.use_access_token:
+            return tokens.with_refresh(fresh)
+        return replace(
+            tokens.with_refresh(fresh),
+            expires_at=tokens.expires_at,
+            issued_at=tokens.issued_at,
+            no_id_token_on_refresh=True,
+        )
 
     def revoke(self, tokens: TokenSet) -> bool:
         """Revoke the refresh token (RFC 7009) where the provider supports it."""

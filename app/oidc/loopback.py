@@ -14,16 +14,12 @@ import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from urllib.parse import parse_qs, urlsplit
 
-from app.errors import AppError
+from app.oidc.errors import LoginError
 
 POLL = 0.05
 _PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>kubetray</title>
 <style>body{{font:16px system-ui,sans-serif;margin:4em auto;max-width:32em;color:#222}}
 h1{{font-size:1.3em}}</style></head><body><h1>{title}</h1><p>{text}</p></body></html>"""
-
-
-class LoginError(AppError):
-    """A login that did not produce tokens: refused, timed out, cancelled, or unsafe."""
 
 
 class Callback:

@@ -19,6 +19,9 @@ class TokenSet:
     refresh_token: str | None = None
     claims: dict[str, Any] = field(default_factory=dict)
     """Claims of the verified id_token: who this is (sub, email, groups, name)."""
+    no_id_token_on_refresh: bool = False
+    """The provider's last refresh carried no id_token (OIDC Core §12.2 allows that): the
+    id_token kept is the login's, and a new one needs a login (or --oidc-use-access-token)."""
 
     @property
     def lifetime(self) -> timedelta:

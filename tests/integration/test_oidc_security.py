@@ -13,7 +13,8 @@ import pytest
 import requests
 
 from app.oidc.client import OIDCClient
-from app.oidc.loopback import LoginError, LoopbackListener
+from app.oidc.errors import LoginError
+from app.oidc.loopback import LoopbackListener
 from app.oidc.settings import OIDCSettings
 from tests.idp import IdP, run_idp
 

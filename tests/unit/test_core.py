@@ -4,6 +4,7 @@ failure, refresh ahead, rotation, logout, forget, and the true state after a res
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from app.broker.logins import Logins
 from app.broker.refresh import RefreshScheduler
 from app.broker.registry import Registry
 from app.model import State
-from app.oidc.loopback import LoginError
+from app.oidc.errors import LoginError, RefreshFailed
 from app.oidc.settings import Metadata, OIDCSettings
 from app.oidc.tokens import TokenSet
 from app.store.memory_store import MemorySecretStore
@@ -41,6 +42,8 @@ class FakeProvider:
         self.release.set()
         self.select_account = False
         self.auth_params: list[dict[str, str]] = []
+        self.id_token_on_refresh = True
+        self.bad_id_token_on_refresh = False
 
     def client(self, settings: OIDCSettings, clock: object) -> "FakeClient":
         return FakeClient(self, settings)
@@ -83,7 +86,16 @@ class FakeClient:
             raise LoginError(f"refresh token reused: {rt}")
         self.p.valid_refresh.discard(rt or "")
         self.p.refreshes.append(rt or "")
-        return tokens.with_refresh(self.p.issue(self.p.logins))
+        issued = self.p.issue(self.p.logins)
+        if self.p.bad_id_token_on_refresh:  # rotated, then the id_token fails its checks
+            raise RefreshFailed(
+                "the provider's id_token is not acceptable",
+                None,
+                replace(tokens, refresh_token=issued.refresh_token),
+            )
+        if not self.p.id_token_on_refresh:  # what OIDCClient.refresh makes of such an answer
+            return replace(tokens, refresh_token=issued.refresh_token, no_id_token_on_refresh=True)
+        return tokens.with_refresh(issued)
 
     def revoke(self, tokens: TokenSet) -> None:
         self.p.revoked.append(tokens.refresh_token or "")
@@ -221,6 +233,43 @@ def test_refresh_ahead_rotates_and_never_presents_a_used_token(
         assert restarted.token(again, Terminal()).id_token == "id-1-6"
     finally:
         restarted.stop()
+
+
+def test_a_refresh_without_id_token_keeps_the_rotated_token_and_says_so(
+    core, provider, clock
+) -> None:  # type: ignore[no-untyped-def]
+    broker, logins = core
+    token(broker)
+    st = broker.identity(resolve(ARGS))
+    provider.id_token_on_refresh = False
+    clock.advance(minutes=55)
+    logins._refresh_if_due(st.identity.key)  # refresh ahead: rotated, no id_token
+    assert provider.refreshes == ["rt-1-0"] and st.tokens and st.tokens.refresh_token == "rt-1-1"
+    assert token(broker) == "id-1-0"  # the login's id_token is still valid for minutes
+    logins._refresh_if_due(st.identity.key)  # nothing scheduled again: it would not help
+    assert provider.refreshes == ["rt-1-0"]
+    note = broker.status()[0].note
+    assert note and "no id_token on refresh" in note and "--oidc-use-access-token" in note
+    clock.advance(minutes=5)
+    assert token(broker) == "id-2-1"  # expired: a login, never a reused refresh token
+    assert provider.logins == 2 and len(provider.refreshes) == len(set(provider.refreshes))
+
+
+def test_a_refresh_that_fails_after_rotation_never_loses_the_new_token(
+    core, provider, clock
+) -> None:  # type: ignore[no-untyped-def]
+    broker, logins = core
+    token(broker)
+    st = broker.identity(resolve(ARGS))
+    provider.bad_id_token_on_refresh = True
+    clock.advance(minutes=55)
+    logins._refresh_if_due(st.identity.key)
+    assert st.tokens and st.tokens.refresh_token == "rt-1-1"  # kept, in the store too
+    provider.bad_id_token_on_refresh = False
+    clock.advance(seconds=30)
+    logins._refresh_if_due(st.identity.key)  # the retry presents the rotated token
+    assert provider.refreshes == ["rt-1-0", "rt-1-1"]
+    assert token(broker) == "id-1-2"
 
 
 def test_a_stale_token_is_refreshed_by_its_caller_once(core, provider, clock) -> None:  # type: ignore[no-untyped-def]

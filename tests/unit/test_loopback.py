@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from app.oidc.loopback import LoginError, LoopbackListener
+from app.oidc.errors import LoginError
+from app.oidc.loopback import LoopbackListener
 from tests.pki import CA
 
 

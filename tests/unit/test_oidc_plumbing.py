@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from app.errors import UsageError
+from app.oidc.errors import LoginError
 from app.oidc.http import ssl_context
-from app.oidc.loopback import LoginError, LoopbackListener
+from app.oidc.loopback import LoopbackListener
 from tests.pki import CA
 
 
