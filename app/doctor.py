@@ -184,14 +184,9 @@ def check_provider(settings: OIDCSettings, now: Callable[[], datetime]) -> Itera
             e.hint or "check the issuer URL, the network, the proxy and the CA settings",
         )
         return
-    has = [
-        ("PKCE", "S256" in meta.code_challenge_methods_supported),
-        ("device code", bool(meta.device_authorization_endpoint)),
-        ("refresh (offline_access)", "offline_access" in meta.scopes_supported),
-        ("revocation", bool(meta.revocation_endpoint)),
-    ]
-    found = ", ".join(f"{what} {'yes' if ok else 'no'}" for what, ok in has)
-    if not has[0][1] and meta.code_challenge_methods_supported:
+    has = meta.capabilities(has_secret=bool(settings.client_secret))
+    found = ", ".join(str(c) for c in has)
+    if has[0].state == "no":
         yield Check(name, False, found, "the provider must offer PKCE S256 for browser logins")
     else:
         yield Check(name, True, found)

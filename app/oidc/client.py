@@ -146,6 +146,9 @@ class OIDCClient:
                 or ("RS256",),
                 scopes_supported=tup("scopes_supported"),
                 prompt_values_supported=tup("prompt_values_supported"),
+                revocation_endpoint_auth_methods_supported=tup(
+                    "revocation_endpoint_auth_methods_supported"
+                ),
             )
         except KeyError as e:
             raise LoginError(f"the provider's discovery document lacks {e.args[0]}") from None

@@ -111,3 +111,49 @@ class Metadata:
     id_token_signing_alg_values_supported: tuple[str, ...]
     scopes_supported: tuple[str, ...] = ()
     prompt_values_supported: tuple[str, ...] = ()
+    revocation_endpoint_auth_methods_supported: tuple[str, ...] = ()
+
+    def capabilities(self, has_secret: bool = False) -> list["Capability"]:
+        """What kubetray can use at this provider, as doctor and Add cluster report it.
+
+        Discovery is often incomplete, so what it leaves out is "unknown", never "no".
+        """
+        revocation = "no"
+        detail = ""
+        if self.revocation_endpoint:
+            methods = self.revocation_endpoint_auth_methods_supported
+            if has_secret or not methods or "none" in methods:
+                revocation = "yes" if methods or has_secret else "unknown"
+            else:
+                detail = "it requires client authentication, and this client has no secret"
+        if "offline_access" in self.scopes_supported or (
+            "refresh_token" in self.grant_types_supported
+        ):
+            refresh = "yes"
+        else:
+            refresh = "unknown"
+        return [
+            Capability("PKCE (S256)", _listed("S256", self.code_challenge_methods_supported)),
+            Capability("device code login", "yes" if self.device_authorization_endpoint else "no"),
+            Capability("refresh tokens", refresh),
+            Capability("logout at the provider", "yes" if self.end_session_endpoint else "no"),
+            Capability("token revocation", revocation, detail),
+        ]
+
+
+@dataclass(frozen=True)
+class Capability:
+    """One thing a provider offers: ``state`` is "yes", "no" or "unknown" (not in discovery)."""
+
+    name: str
+    state: str
+    detail: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.name} {self.state}" + (f" ({self.detail})" if self.detail else "")
+
+
+def _listed(value: str, listed: tuple[str, ...]) -> str:
+    if value in listed:
+        return "yes"
+    return "no" if listed else "unknown"

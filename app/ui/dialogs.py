@@ -32,17 +32,6 @@ def ask(parent: QWidget | None, name: str, text: str, secret: bool) -> str | Non
     return value if ok else None
 
 
-def capabilities(meta: Metadata) -> list[tuple[str, bool]]:
-    """What the provider supports, as the Add-cluster dialog lists it."""
-    return [
-        ("PKCE (S256)", "S256" in meta.code_challenge_methods_supported),
-        ("device code login", bool(meta.device_authorization_endpoint)),
-        ("refresh tokens (offline_access)", "offline_access" in meta.scopes_supported),
-        ("logout at the provider (end_session)", bool(meta.end_session_endpoint)),
-        ("token revocation", bool(meta.revocation_endpoint)),
-    ]
-
-
 class AddClusterDialog(QDialog):
     """Probe an OpenID provider, then write a kubeconfig user and context running kubetray-exec."""
 
@@ -111,7 +100,12 @@ class AddClusterDialog(QDialog):
             return
         assert isinstance(result, Metadata)
         self.metadata = result
-        rows = "".join(f"<li>{'✔' if ok else '✘'} {what}</li>" for what, ok in capabilities(result))
+        marks = {"yes": "✔", "no": "✘", "unknown": "?"}
+        rows = "".join(
+            f"<li>{marks[c.state]} {c.name}{f' ({c.detail})' if c.detail else ''}"
+            f"{' (not listed in discovery)' if c.state == 'unknown' else ''}</li>"
+            for c in result.capabilities()
+        )
         self.found.setText(f"<b>{result.issuer}</b> supports:<ul>{rows}</ul>")
         self.buttons.button(QDialogButtonBox.StandardButton.Save).setEnabled(True)
 

@@ -207,7 +207,10 @@ def test_doctor_passes_on_a_healthy_setup_and_names_each_broken_condition(
                     break
             healthy = _doctor(kt, config)
             assert healthy.returncode == 0, healthy.stdout
-            assert f"ok    provider {idp.issuer}: PKCE yes, device code yes" in healthy.stdout
+            assert (
+                f"ok    provider {idp.issuer}: PKCE (S256) yes, device code login yes"
+                in healthy.stdout
+            )
             assert "ok    keyring: writes, reads and deletes" in healthy.stdout
             assert healthy.stdout.rstrip().endswith("all checks passed")
 

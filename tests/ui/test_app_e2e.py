@@ -67,7 +67,7 @@ def test_add_cluster_probes_and_writes_a_kubeconfig_kubectl_uses(
             dialog.probe_button.click()
         found = dialog.found.text()
         assert "✔ PKCE (S256)" in found and "✔ device code login" in found
-        assert "✔ refresh tokens (offline_access)" in found and "✔ token revocation" in found
+        assert "✔ refresh tokens" in found and "✔ token revocation" in found
         with qtbot.wait_signal(controller.cluster_added, timeout=10000):
             dialog.buttons.accepted.emit()
         doc = yaml.safe_load(config.read_text())
