@@ -66,16 +66,18 @@ def _paths(args: argparse.Namespace) -> list[str] | None:
     return [args.kubeconfig] if args.kubeconfig else None
 
 
+def _b64_file(path: str) -> str:
+    try:
+        with open(path, "rb") as f:
+            return base64.b64encode(f.read()).decode()
+    except OSError as e:
+        raise UsageError(f"cannot read {path}: {e.strerror}") from None
+
+
 def cmd_setup(args: argparse.Namespace) -> int:
     if args.server is None and args.certificate_authority:
         raise UsageError("--certificate-authority goes with --server")
-    ca_data = None
-    if args.certificate_authority:
-        try:
-            with open(args.certificate_authority, "rb") as f:
-                ca_data = base64.b64encode(f.read()).decode()
-        except OSError as e:
-            raise UsageError(f"cannot read {args.certificate_authority}: {e.strerror}") from None
+    ca_data = _b64_file(args.certificate_authority) if args.certificate_authority else None
     request = setup.Setup(
         issuer=args.issuer,
         client_id=args.client_id,
@@ -88,6 +90,8 @@ def cmd_setup(args: argparse.Namespace) -> int:
         user=args.user,
         in_extension=args.per_cluster,
         name=args.name,
+        provider_ca_data=_b64_file(args.provider_ca) if args.provider_ca else None,
+        listen_addresses=tuple(args.listen_address),
     )
     planned = setup_cluster.plan(request, _paths(args))
     if _review(planned.view, planned.edit, args, f"write context {planned.context}"):
@@ -260,6 +264,16 @@ def add_parsers(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> N
     p.add_argument("--user", metavar="NAME", help="the user's name (default: the context's)")
     p.add_argument(
         "--name", metavar="NAME", help="the identity's name in kubetray (default: the user's)"
+    )
+    p.add_argument(
+        "--provider-ca", metavar="FILE", help="the OpenID provider's CA, if private (embedded)"
+    )
+    p.add_argument(
+        "--listen-address",
+        action="append",
+        default=[],
+        metavar="HOST:PORT",
+        help="loopback address for the browser login's redirect (repeatable)",
     )
     p.add_argument(
         "--per-cluster",

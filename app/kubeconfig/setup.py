@@ -37,6 +37,9 @@ class Setup:
     in_extension: bool = False
     name: str | None = None
     """The identity's name in kubetray (``--name``); else the user's name."""
+    provider_ca_data: str | None = None
+    """Base64 PEM of the provider's CA when it is private (``--certificate-authority-data``)."""
+    listen_addresses: tuple[str, ...] = ()
 
 
 def oidc_settings(s: Setup) -> dict[str, Any]:
@@ -46,6 +49,10 @@ def oidc_settings(s: Setup) -> dict[str, Any]:
         out["oidc-extra-scope"] = list(dict.fromkeys(s.scopes))
     if s.name:
         out["name"] = s.name
+    if s.provider_ca_data:
+        out["certificate-authority-data"] = [s.provider_ca_data]
+    if s.listen_addresses:
+        out["listen-address"] = list(s.listen_addresses)
     return out
 
 

@@ -234,6 +234,8 @@ class TrayController(QObject):
         issuer: str,
         client_id: str,
         scopes: tuple[str, ...],
+        provider_ca_data: str | None = None,
+        listen_addresses: tuple[str, ...] = (),
     ) -> None:
         """Write a cluster, an OIDC user and a context; ``cluster_added`` carries the result."""
         from app import installation
@@ -248,6 +250,8 @@ class TrayController(QObject):
             context=context,
             server=server,
             ca_data=ca_data,
+            provider_ca_data=provider_ca_data,
+            listen_addresses=listen_addresses,
         )
 
         def work() -> None:
@@ -260,16 +264,21 @@ class TrayController(QObject):
 
         threading.Thread(target=work, name="add-cluster", daemon=True).start()
 
-    def probe(self, issuer: str, client_id: str) -> None:
+    def probe(self, issuer: str, client_id: str, provider_ca_data: str | None = None) -> None:
         """Fetch the provider's discovery document; ``probed`` carries the result."""
+        from app.identity import normalize_issuer
         from app.oidc.client import OIDCClient
         from app.oidc.settings import OIDCSettings
 
+        settings = OIDCSettings(
+            issuer=normalize_issuer(issuer),
+            client_id=client_id,
+            ca_data=(provider_ca_data,) if provider_ca_data else (),
+        )
+
         def work() -> None:
             try:
-                client = OIDCClient(
-                    OIDCSettings(issuer=issuer.rstrip("/"), client_id=client_id), self.clock
-                )
+                client = OIDCClient(settings, self.clock)
                 self.probed.emit(client.metadata())
             except AppError as e:
                 self.probed.emit(e)

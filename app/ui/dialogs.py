@@ -53,6 +53,10 @@ class AddClusterDialog(QDialog):
         self.issuer = QLineEdit()
         self.issuer.setPlaceholderText("https://idp.example/realms/k8s")
         self.client_id = QLineEdit()
+        self.provider_ca = QLineEdit()
+        self.provider_ca.setPlaceholderText("only for a provider with a private CA")
+        self.listen = QLineEdit()
+        self.listen.setPlaceholderText("e.g. 127.0.0.1:8000 if the provider wants it exact")
         self.scopes = QLineEdit("email groups")
         self.kubeconfig = QLineEdit(controller.default_kubeconfig())
         form.addRow("Context name", self.context)
@@ -60,6 +64,8 @@ class AddClusterDialog(QDialog):
         form.addRow("Cluster CA (optional)", ca_row)
         form.addRow("Issuer URL", self.issuer)
         form.addRow("Client ID", self.client_id)
+        form.addRow("Provider CA file", self.provider_ca)
+        form.addRow("Listen address", self.listen)
         form.addRow("Extra scopes", self.scopes)
         form.addRow("Kubeconfig", self.kubeconfig)
         self.probe_button = QPushButton("Check provider")
@@ -89,7 +95,11 @@ class AddClusterDialog(QDialog):
     def probe(self) -> None:
         self.found.setText("Asking the provider…")
         self.probe_button.setEnabled(False)
-        self._controller.probe(self.issuer.text().strip(), self.client_id.text().strip())
+        ok, ca = self._read_b64(self.provider_ca, "provider CA")
+        if not ok:
+            self.probe_button.setEnabled(True)
+            return
+        self._controller.probe(self.issuer.text().strip(), self.client_id.text().strip(), ca)
 
     def _show_probe(self, result: object) -> None:
         self.probe_button.setEnabled(True)
@@ -116,14 +126,22 @@ class AddClusterDialog(QDialog):
             scopes.append("offline_access")
         return tuple(scopes)
 
+    def _read_b64(self, field: QLineEdit, what: str) -> tuple[bool, str | None]:
+        """(readable, the named file as base64 or None when the field is empty); says why not."""
+        path = field.text().strip()
+        if not path:
+            return True, None
+        try:
+            return True, base64.b64encode(Path(path).read_bytes()).decode()
+        except OSError as e:
+            self.found.setText(f"<b>Cannot read the {what} file {path}:</b> {e.strerror}")
+            return False, None
+
     def save(self) -> None:
-        ca_data = None
-        if self.ca_file.text().strip():
-            try:
-                ca_data = base64.b64encode(Path(self.ca_file.text().strip()).read_bytes()).decode()
-            except OSError as e:
-                self.found.setText(f"<b>Cannot read the CA file:</b> {e.strerror}")
-                return
+        ok, ca_data = self._read_b64(self.ca_file, "cluster CA")
+        ok2, provider_ca = self._read_b64(self.provider_ca, "provider CA")
+        if not (ok and ok2):
+            return
         self.buttons.setEnabled(False)
         self._controller.add_cluster(
             kubeconfig=self.kubeconfig.text().strip(),
@@ -133,6 +151,8 @@ class AddClusterDialog(QDialog):
             issuer=self.issuer.text().strip(),
             client_id=self.client_id.text().strip(),
             scopes=self.scopes_to_request(),
+            provider_ca_data=provider_ca,
+            listen_addresses=tuple(self.listen.text().replace(",", " ").split()),
         )
 
     def _added(self, result: object) -> None:
