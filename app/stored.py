@@ -8,6 +8,7 @@ touching the keyring.
 
 import base64
 import binascii
+import contextlib
 import json
 import os
 import re
@@ -18,7 +19,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
 from app import jsonfile
-from app.errors import CredentialError, UsageError
+from app.errors import CredentialError, StoreError, UsageError
 from app.store.secret_store import SecretStore
 
 TOKEN = "token"
@@ -70,9 +71,10 @@ class StoredInfo:
 
 def check_name(name: str) -> str:
     """A name is what kubeconfig writes after --stored: keep it simple and unambiguous."""
-    if not _NAME.match(name):
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        shown = repr(name[:64] + "…" if isinstance(name, str) and len(name) > 64 else name)
         raise UsageError(
-            f"invalid credential name {name!r}",
+            f"invalid credential name {shown}",
             "use letters, digits and . _ @ : - (at most 128), starting with a letter or digit",
         )
     return name
@@ -168,12 +170,17 @@ class StoredCredentials:
 
     def _write_index(self, creds: dict[str, dict[str, str | None]]) -> None:
         directory = os.path.dirname(self._index_path)
-        os.makedirs(directory, mode=0o700, exist_ok=True)
         tmp = f"{self._index_path}.{os.getpid()}.tmp"
-        with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
-            json.dump({"version": 1, "credentials": creds}, f, indent=2, sort_keys=True)
-            f.write("\n")
-        os.replace(tmp, self._index_path)
+        try:
+            os.makedirs(directory, mode=0o700, exist_ok=True)
+            with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
+                json.dump({"version": 1, "credentials": creds}, f, indent=2, sort_keys=True)
+                f.write("\n")
+            os.replace(tmp, self._index_path)
+        except OSError as e:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise StoreError(f"cannot write {self._index_path}: {e.strerror or e}") from None
 
     def save(self, cred: StoredCredential, now: datetime) -> None:
         """Put the secret in the store, then record it in the index."""

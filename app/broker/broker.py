@@ -26,6 +26,9 @@ from app.stored import StoredCredentials
 from exec_helper.options import HelperOptions
 
 MAX_RECORDS = 500
+MAX_UNSERVED = 32
+"""Stored names that never served (typos, probes) stay listed with their error, the newest few."""
+MAX_CLUSTERS = 64
 
 
 def utcnow() -> datetime:
@@ -95,7 +98,7 @@ class Broker:
             now = self._clock()
             state.last_used = now
             state.calls += 1
-            if cluster:
+            if cluster and len(state.clusters) < MAX_CLUSTERS:
                 state.clusters.add(cluster)
             try:
                 credential = state.credential
@@ -109,6 +112,7 @@ class Broker:
                     )
             except Exception as e:
                 state.last_error = getattr(e, "message", None) or str(e)
+                self._forget_unserved()
                 raise
             state.credential, state.last_error = credential, None
             return identity, credential
@@ -127,7 +131,7 @@ class Broker:
         with self._lock:
             state.calls += 1
             state.last_used = self._clock()
-            if cluster:
+            if cluster and len(state.clusters) < MAX_CLUSTERS:
                 state.clusters.add(cluster)
         try:
             tokens = self.logins.token(
@@ -149,6 +153,18 @@ class Broker:
             expires=tokens.handed_out_expiry(self._clock(), self.logins.margin),
             subject=tokens.who(),
         )
+
+    def _forget_unserved(self) -> None:
+        """Keep the states of stored names that never served to the newest MAX_UNSERVED."""
+        with self._lock:
+            unserved = [
+                key
+                for key, st in self._states.items()
+                if st.identity.kind != OIDC and st.credential is None and st.last_error
+            ]
+            for key in unserved[:-MAX_UNSERVED]:
+                del self._states[key]
+                self._flights.pop(key, None)
 
     def _fetch(self, identity: Identity) -> Credential:
         stored = self._stored.load(identity.name)
