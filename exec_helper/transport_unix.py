@@ -23,7 +23,7 @@ def check_private_dir(path: str) -> None:
     """Refuse a directory that is a symlink, not ours, or open to group or others."""
     try:
         st = posix.lstat(path)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         raise AgentUnavailable(f"no kubetray agent: {path} does not exist") from None
     kind = st.st_mode & _S_IFMT
     if kind == _S_IFLNK:
