@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help system-deps install run test lint bench bench-login bench-idle bench-installed package screenshots clean
+.PHONY: help system-deps install run test lint bench bench-login bench-idle bench-installed bench-hardening package screenshots clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
@@ -58,6 +58,9 @@ bench-login: system-deps install $(NODE_DEPS) ## print the login figures (bench/
 
 bench-idle: system-deps install ## print the app's idle RSS and CPU (bench/idle)
 	scripts/with-keyring $(BIN)/python bench/idle.py
+
+bench-hardening: system-deps install ## the agent under abuse: RSS, waits, load (bench/hardening)
+	scripts/with-keyring $(BIN)/python bench/hardening.py
 
 screenshots: system-deps install $(NODE_DEPS) ## regenerate docs/screenshots (Xvfb + trayer)
 	$(SUDO) apt-get install -y -qq --no-install-recommends xvfb trayer $(XCB_LIBS) >/dev/null

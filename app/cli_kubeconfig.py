@@ -2,6 +2,7 @@
 
 import argparse
 import base64
+import contextlib
 import copy
 import os
 import sys
@@ -147,23 +148,29 @@ def cmd_secure(args: argparse.Namespace) -> int:
     )
     for s in skipped:
         _warn(f"left {s.user} in {s.file} as it is: {s.reason}")
+    left = secure.leftovers(view) if args.all else []
     if not moves:
-        print("no static secrets to move")
-        return 1 if skipped else 0
+        print("no static secrets kubetray can move" if left else "no static secrets to move")
+        _report_leftovers(left)
+        return 1 if skipped or left else 0
     if not _review(view, edit, args, f"move the secrets of {len(moves)} user(s) to the keyring"):
         return 0
     secured = Records(store, records.SECURED)
     before = secured.batches()
-    for m in moves:  # secrets first: a crash before the write leaves the kubeconfig as it was
-        creds.save(m.credential, now)
-        client.invalidate(m.credential.name)
-    secured.save([*before, [m.change for m in moves]])
+    saved = []
     try:
+        for m in moves:  # secrets first: a crash before the write leaves the kubeconfig as it was
+            creds.save(m.credential, now)
+            saved.append(m)
+            client.invalidate(m.credential.name)
+        secured.save([*before, [m.change for m in moves]])
         _write(edit, "secure")
-    except AppError:
-        secured.save(before)
-        for m in moves:
-            creds.remove(m.credential.name)
+    except (AppError, OSError):
+        with contextlib.suppress(AppError, OSError):  # undo what we can; report the first error
+            secured.save(before)
+        for m in saved:
+            with contextlib.suppress(AppError, OSError):
+                creds.remove(m.credential.name)
         raise
     for m in moves:
         print(f"{m.change.user}: now kubetray-exec --stored {m.credential.name}")
@@ -175,7 +182,14 @@ def cmd_secure(args: argparse.Namespace) -> int:
     }
     for path in sorted(files):
         print(f"{path} still holds the secret: delete it once kubectl works (unsecure inlines it)")
+    _report_leftovers(left)
     return 0
+
+
+def _report_leftovers(left: list[secure.Leftover]) -> None:
+    """Say which secrets stay in the kubeconfig and what to do (never their values)."""
+    for item in left:
+        _warn(f"{item.user} in {item.file} still holds {item.what}: {item.todo}")
 
 
 def cmd_unsecure(args: argparse.Namespace) -> int:

@@ -17,7 +17,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
 from app import jsonfile
-from app.errors import CredentialError, UsageError
+from app.errors import CredentialError, StoreError, UsageError
 from app.store.secret_store import SecretStore
 
 TOKEN = "token"
@@ -69,9 +69,10 @@ class StoredInfo:
 
 def check_name(name: str) -> str:
     """A name is what kubeconfig writes after --stored: keep it simple and unambiguous."""
-    if not _NAME.match(name):
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        shown = repr(name[:64] + "…" if isinstance(name, str) and len(name) > 64 else name)
         raise UsageError(
-            f"invalid credential name {name!r}",
+            f"invalid credential name {shown}",
             "use letters, digits and . _ @ : - (at most 128), starting with a letter or digit",
         )
     return name
@@ -166,7 +167,10 @@ class StoredCredentials:
         return dict(creds) if isinstance(creds, dict) else {}
 
     def _write_index(self, creds: dict[str, dict[str, str | None]]) -> None:
-        jsonfile.save(self._index_path, {"version": 1, "credentials": creds})
+        try:
+            jsonfile.save(self._index_path, {"version": 1, "credentials": creds})
+        except OSError as e:  # jsonfile removes its temporary file
+            raise StoreError(f"cannot write {self._index_path}: {e.strerror or e}") from None
 
     def save(self, cred: StoredCredential, now: datetime) -> None:
         """Put the secret in the store, then record it in the index."""

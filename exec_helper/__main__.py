@@ -9,7 +9,7 @@ are the slow path and import what they like.
 import sys
 
 from exec_helper import paths, protocol
-from exec_helper.errors import AgentUnavailable, HelperError
+from exec_helper.errors import AgentUnavailable, HelperError, printable
 
 if sys.platform == "win32":
     import os as _os
@@ -23,7 +23,7 @@ KUBETRAY_EXEC_TIMEOUT overrides it (seconds between two frames from the agent)."
 
 
 def _fail(message: str) -> int:
-    sys.stderr.write(message + "\n")
+    sys.stderr.write(printable(message) + "\n")
     sys.stderr.flush()
     return 1
 
@@ -80,7 +80,7 @@ def print_answer(answer: "tuple[int, str, str]") -> int:
         sys.stdout.buffer.write(out.encode("utf-8"))
         sys.stdout.flush()
     if err:
-        sys.stderr.write(err if err.endswith("\n") else err + "\n")
+        sys.stderr.write(printable(err.rstrip("\n")) + "\n")
         sys.stderr.flush()
     return code
 
@@ -109,7 +109,7 @@ def exchange(request: bytes) -> "tuple[int, str, str]":
                     str(msg.get("stderr") or ""),
                 )
             if kind == protocol.MESSAGE:
-                sys.stderr.write(str(msg.get("text", "")) + "\n")
+                sys.stderr.write(printable(str(msg.get("text", "")), keep="\n") + "\n")
                 sys.stderr.flush()
             elif kind == protocol.PROMPT:
                 from exec_helper.prompt import answer
@@ -166,6 +166,10 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(str(e))
     except KeyboardInterrupt:
         return 130
+    except RecursionError:
+        return _fail(f"{EXEC_INFO} or the agent's answer is nested too deeply")
+    except Exception as e:  # the one-line contract holds for what nobody foresaw too
+        return _fail(f"kubetray-exec failed: {type(e).__name__}: {e}")
 
 
 def run() -> None:

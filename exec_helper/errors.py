@@ -1,6 +1,22 @@
 """Errors kubetray-exec turns into one line on stderr and exit code 1."""
 
 
+def printable(text: str, keep: str = "") -> str:
+    """``text`` for a terminal: control characters (escape sequences) shown as ``\\x1b``.
+
+    Error lines quote input (KUBERNETES_EXEC_INFO, arguments): it must neither drive the
+    terminal nor break the one-line contract. ``keep`` lists controls to let through ("\\n").
+    """
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() or c in keep else _escape(c) for c in text)
+
+
+def _escape(c: str) -> str:
+    n = ord(c)
+    return f"\\x{n:02x}" if n < 0x100 else f"\\u{n:04x}" if n < 0x10000 else f"\\U{n:08x}"
+
+
 class HelperError(Exception):
     """A failure the user must read: the message is one self-explanatory line."""
 

@@ -16,6 +16,8 @@ KIND = "ExecCredential"
 API_VERSIONS = (f"{GROUP}/v1", f"{GROUP}/v1beta1", f"{GROUP}/v1alpha1")
 EXEC_EXTENSION = "client.authentication.k8s.io/exec"
 ENV_NAME = "KUBERNETES_EXEC_INFO"
+MAX_EXEC_INFO = 256 * 1024
+"""Linux caps one environment string at 128 KiB; anything larger is not from a consumer."""
 
 
 class ExecInfoError(ValueError):
@@ -81,10 +83,14 @@ def parse_exec_info(text: str | None) -> ExecInfo:
     """Parse and validate KUBERNETES_EXEC_INFO."""
     if not text:
         raise ExecInfoError(f"{ENV_NAME} env var is unset or empty")
+    if len(text) > MAX_EXEC_INFO:
+        raise ExecInfoError(f"decode: {ENV_NAME} is larger than {MAX_EXEC_INFO} bytes")
     try:
         doc = json.loads(text)
     except ValueError as e:
         raise ExecInfoError(f"decode: {ENV_NAME} is not valid JSON: {e}") from None
+    except RecursionError:
+        raise ExecInfoError(f"decode: {ENV_NAME} is nested too deeply") from None
     obj = _object(doc, ENV_NAME)
     if obj is None:
         raise ExecInfoError(f"decode: {ENV_NAME} must be a JSON object, not null")

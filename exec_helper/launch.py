@@ -68,12 +68,27 @@ def start_agent_for_cli() -> None:
     _spawn()
 
 
+def _said(log_path: str, offset: int) -> str:
+    """What an agent that exited wrote to its log: its error and hint lines, else its last."""
+    try:
+        with open(log_path, "rb") as f:
+            f.seek(offset)
+            lines = f.read(64 * 1024).decode("utf-8", "replace").splitlines()
+    except OSError:
+        return ""
+    lines = [line.strip() for line in lines if line.strip()]
+    chosen = [line for line in lines if line.startswith(("error:", "hint:"))] or lines[-1:]
+    text = "; ".join(line.removeprefix("error: ") for line in chosen)
+    return text[:400]
+
+
 def _spawn() -> None:
     log_dir = paths.state_dir()
     os.makedirs(log_dir, mode=0o700, exist_ok=True)
     log_path = os.path.join(log_dir, "agent.log")
     cmd = agent_command()
     with open(os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab") as log:
+        offset = log.seek(0, os.SEEK_END)
         kwargs: dict[str, object] = {}
         if sys.platform == "win32":
             kwargs["creationflags"] = (
@@ -111,7 +126,16 @@ def _spawn() -> None:
             return
         except AgentUnavailable:
             pass
-        # An agent that lost the race to another one exits at once; keep waiting for the winner.
+        code = proc.poll()
+        if code is not None:
+            said = _said(log_path, offset)
+            # An agent that lost the race to another one exits at once; wait for the winner.
+            # Any other exit is final: say why now rather than after the full timeout.
+            if "already running" not in said:
+                raise HelperError(
+                    f"the kubetray agent exited with code {code} at start-up: "
+                    f"{said or 'it said nothing'} (log: {log_path})"
+                )
         time.sleep(0.05)
     code = proc.poll()
     state = "is still starting" if code is None else f"exited with code {code}"

@@ -8,20 +8,22 @@ import posix
 import sys
 
 from exec_helper import paths
-from exec_helper.errors import AgentUnavailable, UnsafeRuntimeDir
+from exec_helper.errors import AgentUnavailable, HelperError, UnsafeRuntimeDir
 
 assert sys.platform != "win32"  # tells mypy the rest is Unix-only
 
 _S_IFMT = 0o170000
 _S_IFDIR = 0o040000
 _S_IFLNK = 0o120000
+BUSY_RETRIES = 100
+"""Tries 10 ms apart while the agent's connection queue is full (EAGAIN) before giving up."""
 
 
 def check_private_dir(path: str) -> None:
     """Refuse a directory that is a symlink, not ours, or open to group or others."""
     try:
         st = posix.lstat(path)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         raise AgentUnavailable(f"no kubetray agent: {path} does not exist") from None
     kind = st.st_mode & _S_IFMT
     if kind == _S_IFLNK:
@@ -60,16 +62,37 @@ def connect(timeout: float) -> "_socket.socket":
     """Connect to the agent of this user and check it runs as this user."""
     directory = paths.runtime_dir()
     check_private_dir(directory)
-    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
-    sock.settimeout(timeout)
-    try:
-        sock.connect(directory + "/" + paths.SOCKET_NAME)
-    except (FileNotFoundError, ConnectionRefusedError) as e:
-        sock.close()
-        raise AgentUnavailable(f"no kubetray agent is listening ({e.strerror})") from None
-    except BaseException:
-        sock.close()
-        raise
+    address = directory + "/" + paths.SOCKET_NAME
+    busy = 0
+    while True:
+        sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        sock.settimeout(timeout)
+        try:
+            sock.connect(address)
+            break
+        except (FileNotFoundError, ConnectionRefusedError) as e:
+            sock.close()
+            raise AgentUnavailable(f"no kubetray agent is listening ({e.strerror})") from None
+        except BlockingIOError:
+            # EAGAIN: the agent's queue of connections is full; it drains in milliseconds.
+            sock.close()
+            busy += 1
+            if busy > BUSY_RETRIES:
+                raise HelperError(
+                    f"the kubetray agent at {address} is not taking connections (its queue is "
+                    "full): try again; kubetray status shows what it is doing"
+                ) from None
+            import time
+
+            time.sleep(0.01)
+        except OSError as e:
+            sock.close()
+            raise HelperError(
+                f"cannot connect to the kubetray agent at {address}: {e.strerror or e}"
+            ) from None
+        except BaseException:
+            sock.close()
+            raise
     _pid, uid = peer_credentials(sock)
     if uid != posix.getuid():
         sock.close()

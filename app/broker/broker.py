@@ -19,6 +19,9 @@ from app.stored import StoredCredentials
 from exec_helper.options import HelperOptions
 
 MAX_RECORDS = 500
+MAX_UNSERVED = 32
+"""Stored names that never served (typos, probes) stay listed with their error, the newest few."""
+MAX_CLUSTERS = 64
 
 
 def utcnow() -> datetime:
@@ -103,6 +106,8 @@ class Broker:
                 credential = self._stored_credential(st, skip_cache)
         except Exception as e:
             st.last_error = getattr(e, "message", None) or str(e)
+            if st.identity.kind != OIDC:
+                self.registry.forget_unserved(MAX_UNSERVED)
             raise
         st.last_error = None
         return credential
@@ -111,7 +116,7 @@ class Broker:
         with self._lock:
             st.calls += 1
             st.last_used = self._clock()
-            if cluster:
+            if cluster and len(st.clusters) < MAX_CLUSTERS:
                 st.clusters.add(cluster)
 
     def _oidc_credential(

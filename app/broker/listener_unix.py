@@ -10,6 +10,7 @@ import errno
 import fcntl
 import os
 import socket
+import stat
 import sys
 import threading
 
@@ -23,12 +24,30 @@ from exec_helper.transport_unix import check_private_dir, peer_credentials
 
 
 def ensure_private_dir(path: str) -> None:
-    """Create ``path`` 0700 (parents too), or accept it if it is ours and private."""
+    """Create ``path`` 0700 (parents too), or accept it if it is ours and private.
+
+    Ownership is checked on the name first: a directory another user made (a squatted
+    /tmp/kubetray-<uid>) is refused with the reason, as kubetray-exec refuses it, rather than
+    with whatever error opening it gives.
+    """
     parent = os.path.dirname(path)
-    if parent:
-        os.makedirs(parent, mode=0o700, exist_ok=True)
-    with contextlib.suppress(FileExistsError):
-        os.mkdir(path, 0o700)
+    try:
+        if parent:
+            os.makedirs(parent, mode=0o700, exist_ok=True)
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(path, 0o700)
+        st = os.lstat(path)
+    except OSError as e:
+        raise AppError(
+            f"cannot create the socket directory {path}: {e.strerror}",
+            "check XDG_RUNTIME_DIR (or KUBETRAY_RUNTIME_DIR): it must name a directory you own",
+        ) from None
+    if stat.S_ISDIR(st.st_mode) and st.st_uid != os.getuid():
+        raise AppError(
+            f"refusing the kubetray socket directory {path}: it belongs to uid {st.st_uid}, "
+            f"not to you (uid {os.getuid()})",
+            "someone else created it: remove it (or set KUBETRAY_RUNTIME_DIR elsewhere)",
+        )
     try:
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     except OSError as e:
@@ -37,12 +56,13 @@ def ensure_private_dir(path: str) -> None:
                 f"refusing the socket directory {path}: it is a symlink or not a directory",
                 "remove it, then start kubetray again",
             ) from None
-        raise
+        raise AppError(f"cannot open the socket directory {path}: {e.strerror}") from None
     try:
         st = os.fstat(fd)
         if st.st_uid != os.getuid():
             raise AppError(
-                f"refusing the socket directory {path}: it belongs to uid {st.st_uid}",
+                f"refusing the kubetray socket directory {path}: it belongs to uid "
+                f"{st.st_uid}, not to you (uid {os.getuid()})",
                 "someone else created it: remove it (or set KUBETRAY_RUNTIME_DIR elsewhere)",
             )
         if st.st_mode & 0o077:
@@ -90,7 +110,7 @@ class UnixListener:
             sock.bind(self.address)
         finally:
             os.umask(old_umask)
-        sock.listen(128)
+        sock.listen(socket.SOMAXCONN)  # the kernel's cap (4096 on current Linux)
         self._sock = sock
 
     def _remove_stale(self) -> None:

@@ -132,6 +132,18 @@ class Registry:
                 st.settings = settings
                 self._save_index()
 
+    def forget_unserved(self, keep: int) -> None:
+        """Keep only the newest ``keep`` stored names that never served (typos, probes): what
+        callers name must not grow the agent without bound."""
+        with self._lock:
+            unserved = [
+                key
+                for key, st in self._states.items()
+                if st.settings is None and st.credential is None and st.last_error
+            ]
+            for key in unserved[:-keep]:
+                del self._states[key]
+
     def remove(self, key: str) -> None:
         """Forget an identity (its secrets are the caller's business)."""
         self._load_index()

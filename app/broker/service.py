@@ -19,6 +19,7 @@ from app.broker.broker import Broker
 from app.errors import AppError
 from app.model import CallRecord, Credential
 from app.oidc.settings import OIDCSettings
+from app.stored import check_name
 from exec_helper import exec_credential, options, protocol
 from exec_helper.exec_credential import ExecInfo, ExecInfoError
 
@@ -26,6 +27,74 @@ log = logging.getLogger(__name__)
 Send = Callable[[dict[str, Any]], None]
 Receive = Callable[[float], dict[str, Any]]
 PROMPT_TIMEOUT = 300.0
+
+# What a request may carry. Everything the agent keeps (caches, states, the record of calls)
+# is built from these, so capping them here bounds its memory whatever callers send.
+MAX_EXEC_INFO = 256 * 1024
+"""KUBERNETES_EXEC_INFO: Linux caps one environment string at 128 KiB, Windows at 32 K chars."""
+MAX_ITEMS = 64
+"""Arguments, or KUBETRAY_* environment settings."""
+MAX_STRING = 4096
+"""One argument, setting, name or path."""
+MAX_RECORDED = 512
+"""Characters of a cluster URL or an error kept in the record of calls."""
+MAX_LIMIT = 10_000
+_CACHE_KEY_LIMIT = 16 * 1024
+
+
+class BadRequest(ValueError):
+    """A request whose fields are missing, of the wrong type or too large."""
+
+
+def bad_request(reason: str) -> dict[str, Any]:
+    """The answer to a request the agent cannot read (exit 2, as for a usage error)."""
+    return _result(2, stderr=f"the kubetray agent refused a malformed request: {reason}")
+
+
+def _str(request: dict[str, Any], key: str, limit: int = MAX_STRING) -> str:
+    value = request.get(key)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise BadRequest(f"{key} must be a string")
+    if len(value) > limit:
+        raise BadRequest(f"{key} is longer than {limit} characters")
+    return value
+
+
+def _strings(request: dict[str, Any], key: str) -> tuple[str, ...]:
+    value = request.get(key)
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise BadRequest(f"{key} must be a list of strings")
+    if len(value) > MAX_ITEMS:
+        raise BadRequest(f"{key} has more than {MAX_ITEMS} items")
+    if any(len(v) > MAX_STRING for v in value):
+        raise BadRequest(f"an item of {key} is longer than {MAX_STRING} characters")
+    return tuple(value)
+
+
+def _flag(request: dict[str, Any], key: str) -> bool:
+    value = request.get(key)
+    if value is not None and not isinstance(value, bool):
+        raise BadRequest(f"{key} must be true or false")
+    return bool(value)
+
+
+def _limit(request: dict[str, Any]) -> int:
+    value = request.get("limit")
+    if value is None:
+        return 100
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 < value <= MAX_LIMIT:
+        raise BadRequest(f"limit must be a whole number from 1 to {MAX_LIMIT}")
+    return value
+
+
+def _clip(text: str | None) -> str | None:
+    if text is None or len(text) <= MAX_RECORDED:
+        return text
+    return text[: MAX_RECORDED - 1] + "…"
 
 
 class CallerConversation:
@@ -96,8 +165,28 @@ class Service:
     def handle(
         self, request: dict[str, Any], pid: int | None, send: Send, receive: Receive
     ) -> None:
-        """Answer one request; every path ends with exactly one result frame."""
+        """Answer one request; every path ends with exactly one result frame.
+
+        Fields are checked before use: a malformed request gets an exit-2 answer saying what
+        is wrong, never a traceback in the log and never silence.
+        """
+        try:
+            self._dispatch(request, pid, send, receive)
+        except BadRequest as e:
+            log.debug("malformed request from pid %s: %s", pid, e)
+            send(bad_request(str(e)))
+        except OSError:
+            raise  # the connection failed: nobody to answer
+        except Exception as e:  # a bug: the caller still gets its one answer
+            log.exception("a %s request failed", str(request.get("op"))[:64])
+            send(_result(1, stderr=f"the kubetray agent failed: {type(e).__name__} (see its log)"))
+
+    def _dispatch(
+        self, request: dict[str, Any], pid: int | None, send: Send, receive: Receive
+    ) -> None:
         op = request.get("op")
+        if not isinstance(op, str):
+            raise BadRequest("op must be a string")
         if op == "get_credential":
             self._get_credential(request, pid, send, receive)
         elif op in ("login", "logout", "cancel", "forget"):
@@ -105,7 +194,7 @@ class Service:
         elif op == "status":
             send(_result(0, stdout=self._json(self.status())))
         elif op == "calls":
-            calls = [_record_dict(r) for r in self._broker.calls(int(request.get("limit") or 100))]
+            calls = [_record_dict(r) for r in self._broker.calls(_limit(request))]
             send(_result(0, stdout=self._json({"calls": calls})))
         elif op == "show":
             if self.on_show is None:
@@ -114,10 +203,10 @@ class Service:
                 self.on_show()
                 send(_result(0))
         elif op == "invalidate":
-            self._broker.invalidate(str(request.get("name", "")))
+            self._broker.invalidate(_str(request, "name"))
             send(_result(0))
         else:
-            send(_result(1, stderr=f"the kubetray agent does not know the request {op!r}"))
+            send(_result(1, stderr=f"the kubetray agent does not know the request {op[:64]!r}"))
 
     @staticmethod
     def _json(doc: dict[str, Any]) -> str:
@@ -138,17 +227,17 @@ class Service:
     def _account(self, op: str, request: dict[str, Any], send: Send, receive: Receive) -> None:
         """kubetray login / logout / cancel NAME (or, for login, kubetray-exec flags)."""
         logins = self._broker.logins
-        name = str(request.get("name") or "")
+        name = _str(request, "name")
+        args = _strings(request, "args")
+        interactive, force = _flag(request, "interactive"), _flag(request, "force")
         try:
             if logins is None:
                 raise AppError("OIDC is not enabled in this agent")
             if op == "login":
-                conv = CallerConversation(
-                    send, receive, bool(request.get("interactive")), visible=True
-                )
+                conv = CallerConversation(send, receive, interactive, visible=True)
                 settings = None
-                if request.get("args"):
-                    opts = options.resolve(list(request["args"]))
+                if args:
+                    opts = options.resolve(list(args))
                     st = self._broker.identity(opts)
                     if st.settings is None:
                         raise AppError(
@@ -163,9 +252,7 @@ class Service:
                             "kubetray status lists them; or give the kubetray-exec flags",
                         )
                     st = found
-                tokens = logins.token(
-                    st, conv, explicit=True, relogin=bool(request.get("force")), settings=settings
-                )
+                tokens = logins.token(st, conv, explicit=True, relogin=force, settings=settings)
                 until = tokens.expires_at.strftime("%Y-%m-%d %H:%M:%S UTC")
                 send(
                     _result(
@@ -201,22 +288,20 @@ class Service:
         identity_name: str | None = None
         cluster: str | None = None
         error: str | None = None
+        exec_info = _str(request, "exec_info", MAX_EXEC_INFO)
+        args, env = _strings(request, "args"), _strings(request, "env")
+        stdin_tty, stderr_tty = _flag(request, "stdin_tty"), _flag(request, "stderr_tty")
         try:
-            info = exec_credential.parse_exec_info(request.get("exec_info"))
-            cluster = info.cluster.server if info.cluster else None
-            opts = _resolve(
-                tuple(request.get("args") or ()),
-                info.cluster.config if info.cluster else None,
-                tuple(request.get("env") or ()),
-            )
+            info = exec_credential.parse_exec_info(exec_info)
+            cluster = _clip(info.cluster.server) if info.cluster else None
+            opts = _resolve(args, info.cluster.config if info.cluster else None, env)
+            if opts.stored:
+                check_name(opts.stored)  # before it names anything the agent keeps
             conv = CallerConversation(
-                send,
-                receive,
-                interactive=info.interactive and bool(request.get("stdin_tty")),
-                visible=bool(request.get("stderr_tty")),
+                send, receive, interactive=info.interactive and stdin_tty, visible=stderr_tty
             )
-            st = self._broker.identity(opts, _kubeconfig(request.get("env")))
-            identity_name = st.identity.name
+            st = self._broker.identity(opts, _kubeconfig(env))
+            identity_name = _clip(st.identity.name)
             credential = self._broker.get_credential(
                 st, opts, conv, cluster=cluster, skip_cache=info.response_code == 401
             )
@@ -238,13 +323,13 @@ class Service:
                 cluster=cluster,
                 caller=caller,
                 ok=error is None,
-                error=error,
+                error=_clip(error),
                 latency_ms=(time.perf_counter() - start) * 1000,
             )
         )
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=64)
 def _resolve_cached(
     args: tuple[str, ...], config_json: str | None, env: tuple[str, ...]
 ) -> options.HelperOptions:
@@ -257,14 +342,24 @@ def _resolve_cached(
 def _resolve(
     args: tuple[str, ...], config: dict[str, Any] | None, env: tuple[str, ...] = ()
 ) -> options.HelperOptions:
-    """options.resolve, memoized: kubectl sends the same arguments every time."""
-    return _resolve_cached(args, json.dumps(config, sort_keys=True) if config else None, env)
+    """options.resolve, memoized: kubectl sends the same arguments every time.
+
+    Only small keys are kept: the cache must not grow with what a caller chooses to send.
+    """
+    try:
+        config_json = json.dumps(config, sort_keys=True) if config else None
+    except RecursionError:
+        raise ExecInfoError("decode: the cluster's exec extension is nested too deeply") from None
+    size = len(config_json or "") + sum(map(len, args)) + sum(map(len, env))
+    if size > _CACHE_KEY_LIMIT:
+        return _resolve_cached.__wrapped__(args, config_json, env)
+    return _resolve_cached(args, config_json, env)
 
 
-def _kubeconfig(env: object) -> str | None:
+def _kubeconfig(env: tuple[str, ...]) -> str | None:
     """The caller's KUBECONFIG, as kubetray-exec passed it on."""
-    for item in env if isinstance(env, list) else ():
-        if isinstance(item, str) and item.startswith("KUBECONFIG="):
+    for item in env:
+        if item.startswith("KUBECONFIG="):
             return item.partition("=")[2]
     return None
 

@@ -78,6 +78,7 @@ def apply(edit: Edit, backups: Backups, operation: str) -> list[Written]:
             after = _changed(f.data, edit.changes[path])
             if after == f.data and f.text is not None:
                 continue
+            files.check_target(f)
             backup = backups.save(f, operation) if f.text is not None else None
             text = files.render(after, as_json=f.is_json)
             if f.text and "\r\n" in f.text:

@@ -1,13 +1,20 @@
 """One kubeconfig file: read it, lock it the way client-go does, replace it atomically.
 
-What a write keeps: the file's mode, a symlinked path's link (the target is written), the
-format (JSON stays JSON), every field kubetray does not know and the order of entries and
-keys. What it does not keep: comments and quoting style. kubectl's own writes drop those too.
+What a write keeps: the file's mode, owner and group (a root kubetray rewriting a user's file
+hands it back to that user; another user's file is refused, as ssh refuses such configs), a
+symlinked path's link (the target is written, but only when it is a kubeconfig), the format
+(JSON stays JSON), every field kubetray does not know and the order of entries and keys. What
+it does not keep: comments and quoting style. kubectl's own writes drop those too.
+
+Reading is bounded too: YAML aliases may expand to at most MAX_NODES values (a kilobyte of
+nested aliases otherwise becomes gigabytes once written out as JSON or compared).
 """
 
 import contextlib
+import itertools
 import json
 import os
+import re
 import socket
 import sys
 import time
@@ -23,6 +30,12 @@ LOCK_WAIT = 10.0
 """How long to wait for another writer's ``<file>.lock`` before giving up."""
 
 _LISTS = ("clusters", "users", "contexts")
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+MAX_NODES = 1_000_000
+"""Values a kubeconfig may hold once aliases are expanded (a 10,000-user file has ≈ 200,000)."""
+MAX_DEPTH = 256
+"""Brackets open at once: libyaml's recursive composer crashes (SIGSEGV) at ≈ 50,000."""
 
 
 class KubeconfigError(AppError):
@@ -88,6 +101,7 @@ def parse(path: str, text: str) -> dict[str, Any]:
     """The content of a kubeconfig, checked to be one mapping with list-shaped entry lists."""
     if not text.strip():
         return empty()
+    _check_depth(path, text)
     try:
         docs = list(yaml.load_all(text, Loader=_Loader))
     except yaml.YAMLError as e:
@@ -99,6 +113,7 @@ def parse(path: str, text: str) -> dict[str, Any]:
     docs = [d for d in docs if d is not None]
     if not docs:
         return empty()
+    _check_expansion(path, docs)
     if len(docs) > 1 or not isinstance(docs[0], dict):
         raise KubeconfigError(f"{path} is not a kubeconfig (expected one mapping at the top)")
     data: dict[str, Any] = docs[0]
@@ -106,6 +121,61 @@ def parse(path: str, text: str) -> dict[str, Any]:
         if data.get(kind) is not None and not isinstance(data[kind], list):
             raise KubeconfigError(f"{path}: {kind} is not a list")
     return data
+
+
+def _check_depth(path: str, text: str) -> None:
+    """Refuse flow collections nested deeper than MAX_DEPTH before libyaml sees them.
+
+    Brackets inside quoted strings count too: it only makes the bound a little stricter.
+    """
+    brackets = _NOT_BRACKET.sub("", text)
+    if len(brackets) <= MAX_DEPTH:
+        return
+    if max(itertools.accumulate(1 if c in "[{" else -1 for c in brackets)) > MAX_DEPTH:
+        raise KubeconfigError(
+            f"{path} is not a kubeconfig: it nests lists or mappings more than {MAX_DEPTH} deep",
+            "fix the file",
+        )
+
+
+def _check_expansion(path: str, docs: list[Any]) -> None:
+    """Refuse documents whose aliases expand beyond MAX_NODES values, or refer to themselves.
+
+    Counted without expanding: each distinct list or mapping once, with its expanded size.
+    """
+    sizes: dict[int, int] = {}
+    open_: set[int] = set()
+
+    def size(node: Any) -> int:
+        if not isinstance(node, dict | list):
+            return 1
+        key = id(node)
+        if key in sizes:
+            return sizes[key]
+        if key in open_:
+            raise KubeconfigError(
+                f"{path} is not a kubeconfig: a YAML alias refers to itself",
+                "fix the file (kubectl cannot read it either)",
+            )
+        open_.add(key)
+        children = [*node.keys(), *node.values()] if isinstance(node, dict) else node
+        total = 1
+        for child in children:
+            total += size(child)
+            if total > MAX_NODES:
+                raise KubeconfigError(
+                    f"{path} is not a kubeconfig: its YAML aliases expand to more than "
+                    f"{MAX_NODES:,} values (a 'billion laughs' document)",
+                    "kubectl refuses it too (excessive aliasing): write the entries out in full",
+                )
+        open_.discard(key)
+        sizes[key] = total
+        return total
+
+    try:
+        size(docs)
+    except RecursionError:
+        raise KubeconfigError(f"{path} is not a kubeconfig: it is nested too deeply") from None
 
 
 def read(path: str) -> KubeconfigFile:
@@ -121,6 +191,26 @@ def read(path: str) -> KubeconfigFile:
     except UnicodeDecodeError:
         raise KubeconfigError(f"{path} is not UTF-8 text") from None
     return KubeconfigFile(path, real, text, parse(path, text or ""))
+
+
+def is_kubeconfig(data: dict[str, Any]) -> bool:
+    """Content that says it is a kubeconfig (kind Config, or any of its entry lists)."""
+    return data.get("kind") == "Config" or any(k in data for k in (*_LISTS, "current-context"))
+
+
+def check_target(f: KubeconfigFile) -> None:
+    """A symlinked kubeconfig is written through only when its target is a kubeconfig already.
+
+    Otherwise a link to a system file (or to a missing one) would have that file replaced.
+    """
+    if not os.path.islink(f.path):
+        return
+    if f.text is None or not f.text.strip() or not is_kubeconfig(f.data):
+        what = "does not exist" if f.text is None else "is not a kubeconfig"
+        raise KubeconfigError(
+            f"refusing to write {f.path}: it is a symlink to {f.real}, which {what}",
+            f"point the link at a kubeconfig, or remove it (rm {f.path}) to start a new file",
+        )
 
 
 def render(data: dict[str, Any], as_json: bool = False) -> str:
@@ -145,7 +235,10 @@ def locked(path: str, wait: float = LOCK_WAIT) -> Iterator[None]:
     removed. kubectl's own locks are empty: those are waited for, never removed.
     """
     lock = path + ".lock"
-    os.makedirs(os.path.dirname(os.path.abspath(path)), mode=0o700, exist_ok=True)
+    try:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), mode=0o700, exist_ok=True)
+    except OSError as e:
+        raise KubeconfigError(f"cannot lock {path}: {e.strerror} (making its directory)") from None
     mark = f"kubetray {os.getpid()} {socket.gethostname()}\n".encode()
     deadline = time.monotonic() + wait
     while True:
@@ -162,11 +255,17 @@ def locked(path: str, wait: float = LOCK_WAIT) -> Iterator[None]:
             time.sleep(0.05)
             continue
         except OSError as e:
-            raise KubeconfigError(f"cannot lock {path}: {e.strerror}") from None
+            raise KubeconfigError(f"cannot lock {path}: {e.strerror} ({lock})") from None
         try:
-            os.write(fd, mark)
-        finally:
-            os.close(fd)
+            try:
+                os.write(fd, mark)
+            finally:
+                os.close(fd)
+        except OSError as e:
+            # A full disk: an empty lock left here would block kubectl until someone deletes it.
+            with contextlib.suppress(OSError):
+                os.unlink(lock)
+            raise KubeconfigError(f"cannot lock {path}: {e.strerror} ({lock})") from None
         break
     try:
         yield
@@ -201,16 +300,68 @@ def _fsync_dir(directory: str) -> None:
         os.close(fd)
 
 
+def _owner(path: str, directory: str) -> tuple[int, int] | None:
+    """The (uid, gid) a rewrite of ``path`` must carry; None to keep the writer's own.
+
+    As root (sudo kubetray ...) the file keeps its owner and group, and a new file goes to the
+    directory's owner: a user's kubeconfig must stay theirs. As anyone else, a file that
+    belongs to another user is refused (the replacement would be ours, and they locked out).
+    """
+    if sys.platform == "win32":
+        return None
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        st = None
+    euid = os.geteuid()
+    if st is None:
+        if euid != 0:
+            return None
+        parent = os.stat(directory)
+        return (parent.st_uid, parent.st_gid) if parent.st_uid != 0 else None
+    if euid == 0:
+        return st.st_uid, st.st_gid
+    if st.st_uid != euid:
+        raise KubeconfigError(
+            f"refusing to write {path}: it belongs to {_user(st.st_uid)}, not to you "
+            f"({_user(euid)}); a rewrite would take it from them",
+            "run kubetray as that user (or give it a kubeconfig of your own with --kubeconfig)",
+        )
+    return st.st_uid, st.st_gid
+
+
+def _user(uid: int) -> str:
+    if sys.platform == "win32":
+        return f"uid {uid}"
+    import pwd
+
+    try:
+        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except KeyError:
+        return f"uid {uid}"
+
+
 def write_atomic(path: str, content: bytes, mode: int) -> None:
-    """Replace ``path`` with ``content`` so a crash at any point leaves the old or the new file."""
+    """Replace ``path`` with ``content`` so a crash at any point leaves the old or the new file.
+
+    Owner, group and ``mode`` carry over (see _owner); on any failure the temporary file goes
+    and the error names ``path``.
+    """
     directory = os.path.dirname(path) or "."
-    os.makedirs(directory, mode=0o700, exist_ok=True)
     tmp = os.path.join(directory, f".{os.path.basename(path)}.kubetray-{os.getpid()}.tmp")
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        owner = _owner(path, directory)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NOFOLLOW, mode)
         try:
             if sys.platform != "win32":
-                os.fchmod(fd, mode)  # the umask must not loosen or tighten it
+                if owner is not None and owner != (os.geteuid(), os.getegid()):
+                    try:
+                        os.fchown(fd, *owner)
+                    except PermissionError:
+                        # Our file, but a group we are not in: keep it, minus the group's rights.
+                        mode &= ~0o070
+                os.fchmod(fd, mode)  # after fchown, which may clear set-id bits
             view = memoryview(content)
             while view:
                 view = view[os.write(fd, view) :]
@@ -223,7 +374,11 @@ def write_atomic(path: str, content: bytes, mode: int) -> None:
     except OSError as e:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
-        raise KubeconfigError(f"cannot write {path}: {e.strerror}") from None
+        raise KubeconfigError(f"cannot write {path}: {e.strerror or e}") from None
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def _remove_orphans(directory: str) -> None:

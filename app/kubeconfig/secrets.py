@@ -1,6 +1,8 @@
 """Which kubeconfig values are secrets: for redacted diffs and for where a backup may go."""
 
 import copy
+import itertools
+import re
 from typing import Any
 
 REDACTED = "<redacted>"
@@ -57,6 +59,41 @@ def _redact_user(user: dict[str, Any]) -> bool:
             if isinstance(item, dict) and "value" in item:
                 item["value"] = REDACTED  # env often carries cloud keys: never show them
     return found
+
+
+_SECRET_ENV = re.compile(r"TOKEN|SECRET|PASSW|PASSPHRASE|CREDENTIAL|PRIVATE|API_?KEY|ACCESS_?KEY")
+
+
+def provider_secrets(user: dict[str, Any]) -> list[str]:
+    """The secret fields of a user's auth-provider config that are set."""
+    provider = user.get("auth-provider")
+    config = provider.get("config") if isinstance(provider, dict) else None
+    return [k for k in _PROVIDER_SECRETS if isinstance(config, dict) and config.get(k)]
+
+
+def secret_args(user: dict[str, Any]) -> list[str]:
+    """The secret flags in a user's exec args (``--oidc-client-secret``...), by name."""
+    exec_ = user.get("exec")
+    args = exec_.get("args") if isinstance(exec_, dict) else None
+    if not isinstance(args, list):
+        return []
+    found = [a.split("=", 1)[0] for a in args if isinstance(a, str) and _secret_arg(a)]
+    found += [a for a, nxt in itertools.pairwise(args) if a in _SECRET_FLAGS and nxt]
+    return sorted(set(found))
+
+
+def secret_env(user: dict[str, Any]) -> list[str]:
+    """Names of a user's exec env entries that look like secrets and have a value."""
+    exec_ = user.get("exec")
+    env = exec_.get("env") if isinstance(exec_, dict) else None
+    return [
+        str(item["name"])
+        for item in (env if isinstance(env, list) else [])
+        if isinstance(item, dict)
+        and isinstance(item.get("name"), str)
+        and item.get("value")
+        and _SECRET_ENV.search(item["name"].upper())
+    ]
 
 
 def _users(data: dict[str, Any]) -> list[dict[str, Any]]:

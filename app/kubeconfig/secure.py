@@ -24,6 +24,7 @@ from app.kubeconfig.edit import Edit, replace_user
 from app.kubeconfig.files import KubeconfigFile
 from app.kubeconfig.migrate import Skipped
 from app.kubeconfig.records import UserChange
+from app.kubeconfig.secrets import provider_secrets, secret_args, secret_env
 from app.kubeconfig.setup import exec_user
 from app.kubeconfig.view import View
 from app.stored import StoredCredential
@@ -146,6 +147,69 @@ def plan(
         moves.append(Move(UserChange(f.path, user, copy.deepcopy(body), after, name), cred))
         edit.add(f.path, replace_user(user, body, after))
     return edit, moves, skipped
+
+
+@dataclass(frozen=True)
+class Leftover:
+    """A secret that stays in a kubeconfig because secure cannot move it, and what to do."""
+
+    file: str
+    user: str
+    what: str
+    todo: str
+
+
+def leftovers(view: View) -> list[Leftover]:
+    """Secrets secure does not move: auth-provider tokens, client secrets in args, exec env."""
+    out: list[Leftover] = []
+    for f, entry in view.every("users"):
+        body, user = entry.get("user"), str(entry.get("name"))
+        if not isinstance(body, dict):
+            continue
+        keys = provider_secrets(body)
+        if keys:
+            provider = body["auth-provider"]
+            kind = str(provider.get("name") or "unnamed")
+            config = provider.get("config") or {}
+            if kind == "oidc":
+                issuer = config.get("idp-issuer-url") or "ISSUER"
+                client = config.get("client-id") or "CLIENT_ID"
+                todo = (
+                    "kubectl dropped the oidc auth-provider in 1.26: switch the user to "
+                    f"kubetray-exec with: kubetray setup --issuer {issuer} --client-id {client} "
+                    f"--user {user} (it logs in and keeps the tokens in the OS keyring), then "
+                    "remove the auth-provider entry"
+                )
+            else:
+                todo = (
+                    f"kubectl no longer runs the {kind} auth-provider: switch to its exec "
+                    "plugin (gke-gcloud-auth-plugin, Azure's kubelogin), which drops them"
+                )
+            what = f"the {kind} auth-provider's {', '.join(keys)}"
+            out.append(Leftover(f.path, user, what, todo))
+        flags = secret_args(body)
+        if flags:
+            out.append(
+                Leftover(
+                    f.path,
+                    user,
+                    f"a secret in its exec arguments ({', '.join(flags)})",
+                    "anyone who can read the file can read it: if the provider allows a public "
+                    "client (PKCE), drop the argument; otherwise keep the file mode 600",
+                )
+            )
+        names = secret_env(body)
+        if names:
+            out.append(
+                Leftover(
+                    f.path,
+                    user,
+                    f"secret-looking exec env values ({', '.join(names)})",
+                    "let the plugin read them from its own credential store, or set them in "
+                    "the environment kubectl runs in, and remove them from the file",
+                )
+            )
+    return out
 
 
 def restorable(change: UserChange, cred: StoredCredential | None) -> UserChange:

@@ -8,6 +8,7 @@ cannot stand in for another. Nothing secret ever reaches disk in plaintext.
 """
 
 import base64
+import contextlib
 import hashlib
 import os
 import secrets
@@ -109,15 +110,20 @@ class KeyringSecretStore:
     def _seal(self, key: str, value: bytes) -> str:
         nonce = secrets.token_bytes(12)
         blob = nonce + AESGCM(self._data_key()).encrypt(nonce, value, key.encode())
-        os.makedirs(self._sealed_dir, mode=0o700, exist_ok=True)
         path = self._sealed_path(key)
         tmp = f"{path}.{os.getpid()}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(blob)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        try:
+            os.makedirs(self._sealed_dir, mode=0o700, exist_ok=True)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "wb") as f:
+                f.write(blob)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except OSError as e:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)  # a full disk must not leave a half-sealed secret behind
+            raise StoreError(f"cannot write the sealed secret {path}: {e.strerror or e}") from None
         return os.path.basename(path)
 
     def _unseal(self, key: str, filename: str) -> bytes:
