@@ -9,7 +9,8 @@ are the slow path and import what they like.
 import sys
 
 from exec_helper import paths, protocol
-from exec_helper.errors import AgentUnavailable, HelperError, printable
+from exec_helper.errors import HelperError, printable
+from exec_helper.exchange import exchange_starting_agent
 
 if sys.platform == "win32":
     import os as _os
@@ -17,9 +18,6 @@ else:
     import posix as _os  # `os` costs a millisecond of imports; posix is built in
 
 EXEC_INFO = "KUBERNETES_EXEC_INFO"
-FRAME_TIMEOUT = 30.0
-"""No consumer but the kubelet has a timeout, so the helper has its own (checklist #40);
-KUBETRAY_EXEC_TIMEOUT overrides it (seconds between two frames from the agent)."""
 
 
 def _fail(message: str) -> int:
@@ -35,44 +33,6 @@ def _is_tty(fd: int) -> bool:
         return False
 
 
-def _read_frame(sock: "protocol.Socket", buf: bytearray) -> bytes:
-    while len(buf) < protocol.HEADER_SIZE:
-        chunk = sock.recv(65536)
-        if not chunk:
-            raise HelperError("the kubetray agent closed the connection without an answer")
-        buf += chunk
-    end = protocol.HEADER_SIZE + protocol.frame_length(bytes(buf[: protocol.HEADER_SIZE]))
-    while len(buf) < end:
-        chunk = sock.recv(65536)
-        if not chunk:
-            raise HelperError("the kubetray agent closed the connection mid-answer")
-        buf += chunk
-    data = bytes(buf[protocol.HEADER_SIZE : end])
-    del buf[:end]
-    return data
-
-
-def _timeout() -> float:
-    value = paths.getenv("KUBETRAY_EXEC_TIMEOUT")
-    try:
-        return float(value) if value else FRAME_TIMEOUT
-    except ValueError:
-        return FRAME_TIMEOUT
-
-
-def exchange_starting_agent(
-    request: bytes, exec_info: str, args: list[str]
-) -> "tuple[int, str, str]":
-    """exchange(), starting the agent first when nobody answers (only then is launch imported)."""
-    try:
-        return exchange(request)
-    except AgentUnavailable:
-        from exec_helper.launch import start_agent
-
-        start_agent(exec_info, args)
-        return exchange(request)
-
-
 def print_answer(answer: "tuple[int, str, str]") -> int:
     """Write the agent's stdout and stderr as given; return its exit code."""
     code, out, err = answer
@@ -83,51 +43,6 @@ def print_answer(answer: "tuple[int, str, str]") -> int:
         sys.stderr.write(printable(err.rstrip("\n")) + "\n")
         sys.stderr.flush()
     return code
-
-
-def exchange(request: bytes) -> "tuple[int, str, str]":
-    """One exchange with the agent: (exit code, stdout, stderr) as it decided them.
-
-    Progress messages go to stderr as they come; prompts are answered on the terminal.
-    """
-    from exec_helper.transport import connect
-
-    timeout = _timeout()
-    sock = connect(timeout)
-    try:
-        hello = protocol.encode({"op": protocol.HELLO, "version": protocol.PROTOCOL_VERSION})
-        sock.sendall(protocol.frame(hello) + protocol.frame(request))
-        buf = bytearray()
-        while True:
-            msg = protocol.decode_flat(_read_frame(sock, buf).decode("utf-8"))
-            kind = msg.get("type")
-            if kind == protocol.RESULT:
-                code = msg.get("exit")
-                return (
-                    code if isinstance(code, int) else 1,
-                    str(msg.get("stdout") or ""),
-                    str(msg.get("stderr") or ""),
-                )
-            if kind == protocol.MESSAGE:
-                sys.stderr.write(printable(str(msg.get("text", "")), keep="\n") + "\n")
-                sys.stderr.flush()
-            elif kind == protocol.PROMPT:
-                from exec_helper.prompt import answer
-
-                sock.sendall(protocol.frame(answer(msg)))
-            elif kind not in (protocol.HELLO, protocol.KEEPALIVE):
-                raise HelperError(f"the kubetray agent sent an unexpected {kind!r} frame")
-    except TimeoutError:
-        raise HelperError(
-            f"the kubetray agent did not answer within {timeout:g} s; "
-            "see kubetray status, or restart it with: kubetray agent"
-        ) from None
-    except protocol.ProtocolError as e:
-        raise HelperError(f"garbled answer from the kubetray agent: {e}") from None
-    except OSError as e:
-        raise HelperError(f"lost the connection to the kubetray agent: {e.strerror or e}") from None
-    finally:
-        sock.close()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -122,7 +122,7 @@ def read_request(text: str) -> tuple[str, str]:
 
 def _token(args: list[str]) -> tuple[str, datetime | None]:
     """The identity's token and its expiry, from the agent (never starting a login)."""
-    from exec_helper.__main__ import exchange_starting_agent
+    from exec_helper.exchange import exchange_starting_agent
 
     request = protocol.encode(
         {

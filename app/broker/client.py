@@ -1,53 +1,30 @@
-"""Asking the running agent from kubetray's own commands (status, store, forget)."""
+"""Asking the running agent from kubetray's own commands (status, login, store, forget)."""
 
 import contextlib
 import json
-import sys
 from typing import Any
 
-from app.broker.ipc_server import read_frame, write_frame
 from app.errors import AgentNotRunning, AppError
 from exec_helper import protocol
 from exec_helper.errors import AgentUnavailable, HelperError
-from exec_helper.prompt import answer
-from exec_helper.transport import connect
-
-TIMEOUT = 30.0
-"""Between two frames; a login in progress sends keepalives well within it."""
-
-
-def _tell(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
+from exec_helper.exchange import exchange
 
 
 def call(op: str, *, talk: bool = False, **fields: Any) -> dict[str, Any]:
-    """Send one request and return the agent's result frame.
+    """Send one request and return the agent's result (``exit``, ``stdout``, ``stderr``).
 
     With ``talk``, the agent's messages go to stderr and its prompts are answered on this
     terminal (kubetray login).
     """
     try:
-        conn = connect(TIMEOUT)
+        code, out, err = exchange(json.dumps({"op": op, **fields}).encode(), talk=talk)
     except AgentUnavailable:
         raise AgentNotRunning(
             "no kubetray agent is running", "start one with: kubetray agent"
         ) from None
     except HelperError as e:
         raise AppError(str(e)) from None
-    try:
-        write_frame(conn, {"op": protocol.HELLO, "version": protocol.PROTOCOL_VERSION})
-        write_frame(conn, {"op": op, **fields})
-        while True:
-            doc = read_frame(conn)
-            kind = doc.get("type")
-            if kind == protocol.RESULT:
-                return doc
-            if talk and kind == protocol.MESSAGE:
-                _tell(str(doc.get("text", "")))
-            elif talk and kind == protocol.PROMPT:
-                conn.sendall(protocol.frame(answer(doc)))
-    finally:
-        conn.close()
+    return {"type": protocol.RESULT, "exit": code, "stdout": out, "stderr": err}
 
 
 def invalidate(name: str) -> None:

@@ -10,6 +10,7 @@ from tests.peers import ROOT
 HOT_PATH_ALLOWED = {
     "exec_helper",
     "exec_helper.__main__",
+    "exec_helper.exchange",
     "exec_helper.paths",
     "exec_helper.protocol",
     "exec_helper.errors",
