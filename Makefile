@@ -26,7 +26,7 @@ $(NODE_DEPS): tests/oidc/package.json tests/oidc/package-lock.json
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test,dev]'
-	$(BIN)/python -m exec_helper.launcher $(BIN)/kubetray-exec
+	$(BIN)/python -m exec_helper.dev_launcher $(BIN)/kubetray-exec
 	@touch $@
 
 install: $(STAMP) ## create .venv with kubetray, kubetray-exec (fast launcher) and test tools

@@ -59,7 +59,7 @@ def cmd_agent(_args: argparse.Namespace) -> int:
 
 
 def cmd_store(args: argparse.Namespace) -> int:
-    from app import compose, stored
+    from app import compose, static_credentials
     from app.broker import client
 
     now = datetime.now(UTC)
@@ -68,9 +68,9 @@ def cmd_store(args: argparse.Namespace) -> int:
     if args.token_file:
         text = _read(args.token_file, "token file").decode("utf-8", "replace")
         source = "standard input" if args.token_file == "-" else args.token_file
-        cred = stored.token_credential(args.name, text, source, now)
+        cred = static_credentials.token_credential(args.name, text, source, now)
     elif args.client_certificate and args.client_key:
-        cred = stored.certificate_credential(
+        cred = static_credentials.certificate_credential(
             args.name,
             _read(args.client_certificate, "certificate file"),
             _read(args.client_key, "key file"),
@@ -128,8 +128,8 @@ def _when(iso: str | None, now: datetime) -> str:
 def _agent_call(op: str, **fields: Any) -> int:
     """A request that needs the agent (started on demand, like kubetray-exec does)."""
     from app.broker import client
+    from exec_helper.agent_start import start_agent_for_cli
     from exec_helper.errors import HelperError
-    from exec_helper.launch import start_agent_for_cli
 
     try:
         result = client.call(op, talk=True, **fields)

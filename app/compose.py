@@ -13,10 +13,10 @@ from app.broker.logins import Logins
 from app.broker.registry import Registry
 from app.broker.service import Service
 from app.oidc.browser import Browser
+from app.static_credentials import StoredCredentials
 from app.store import keyring_store
 from app.store.keyring_store import KeyringSecretStore
 from app.store.secret_store import SecretStore
-from app.stored import StoredCredentials
 from exec_helper import paths
 
 if TYPE_CHECKING:

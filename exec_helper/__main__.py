@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write(f"kubetray-exec {protocol.VERSION}\n")
         return 0
     if "-h" in args or "--help" in args or "--version" in args:
-        from exec_helper.launch import print_help
+        from exec_helper.agent_start import print_help
 
         return print_help(args)
     exec_info = paths.getenv(EXEC_INFO)

@@ -97,7 +97,7 @@ def exchange_starting_agent(request: bytes, exec_info: str, args: list[str]) -> 
     try:
         return exchange(request)
     except AgentUnavailable:
-        from exec_helper.launch import start_agent
+        from exec_helper.agent_start import start_agent
 
         start_agent(exec_info, args)
         return exchange(request)

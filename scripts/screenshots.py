@@ -76,12 +76,12 @@ def shoot(work: Path) -> int:
     from app import compose
     from app.broker.broker import utcnow
     from app.settings import Settings
+    from app.static_credentials import certificate_credential
     from app.store.memory_store import MemorySecretStore
-    from app.stored import certificate_credential
     from app.ui.controller import TrayController
     from app.ui.dialogs import AddClusterDialog
     from app.ui.tray import TrayApp
-    from exec_helper.launcher import write_launcher
+    from exec_helper.dev_launcher import write_launcher
     from tests.idp import run_idp
     from tests.pki import CA
 
@@ -104,7 +104,7 @@ def shoot(work: Path) -> int:
     ca = CA()
     user = ca.issue("ops-admin", org="system:masters", lifetime=timedelta(days=30))
     now = datetime.now(UTC)
-    from app.stored import StoredCredentials  # noqa: F401 - the broker's own store is used below
+    from app.static_credentials import StoredCredentials  # noqa: F401 - the broker's own store is used below
 
     parts.broker._stored.save(
         certificate_credential("prod-admin", user.cert_pem, user.key_pem, "c", "k", now), now

@@ -182,7 +182,7 @@ class KubetrayEnv:
 @contextlib.contextmanager
 def kubetray_env(base: Path) -> Iterator[KubetrayEnv]:
     """Fresh directories (the runtime one short: AF_UNIX paths stop at 108 bytes)."""
-    from exec_helper.launcher import write_launcher
+    from exec_helper.dev_launcher import write_launcher
 
     runtime_parent = Path(tempfile.mkdtemp(prefix="kt-", dir="/tmp"))
     runtime = runtime_parent / "run"

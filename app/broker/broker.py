@@ -15,7 +15,7 @@ from app.broker.registry import IdentityState, Registry
 from app.errors import CredentialError, UsageError
 from app.model import OIDC, STORED, CallRecord, ContextUse, Credential, IdentityStatus, State
 from app.oidc.settings import OIDCSettings
-from app.stored import StoredCredentials
+from app.static_credentials import StoredCredentials
 from exec_helper.options import HelperOptions
 
 MAX_RECORDS = 500

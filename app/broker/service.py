@@ -19,7 +19,7 @@ from app.broker.broker import Broker
 from app.errors import AppError
 from app.model import CallRecord, Credential
 from app.oidc.settings import OIDCSettings
-from app.stored import check_name
+from app.static_credentials import check_name
 from exec_helper import exec_credential, options, protocol
 from exec_helper.exec_credential import ExecInfo, ExecInfoError
 

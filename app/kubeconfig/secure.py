@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from app import stored
+from app import static_credentials
 from app.errors import AppError
 from app.kubeconfig.edit import Edit, replace_user
 from app.kubeconfig.files import KubeconfigFile
@@ -27,7 +27,7 @@ from app.kubeconfig.records import UserChange
 from app.kubeconfig.secrets import provider_secrets, secret_args, secret_env
 from app.kubeconfig.setup import exec_user
 from app.kubeconfig.view import View
-from app.stored import StoredCredential
+from app.static_credentials import StoredCredential
 
 STATIC = (
     "token",
@@ -86,15 +86,17 @@ def credential(
     if has_token and cert_key:
         raise AppError("it has both a token and a client certificate: keep one, then try again")
     if token:
-        return stored.token_credential(name, str(token), "the kubeconfig", now)
+        return static_credentials.token_credential(name, str(token), "the kubeconfig", now)
     if body.get("tokenFile"):
         text = _read(f, body, "tokenFile").decode("utf-8", "replace")
-        return stored.token_credential(name, text, str(body["tokenFile"]), now)
+        return static_credentials.token_credential(name, text, str(body["tokenFile"]), now)
     if not cert_key:
         return None
     cert = _decode(body, STATIC[2]) if body.get(STATIC[2]) else _read(f, body, STATIC[4])
     key = _decode(body, STATIC[3]) if body.get(STATIC[3]) else _read(f, body, STATIC[5])
-    return stored.certificate_credential(name, cert, key, "the kubeconfig", "the kubeconfig", now)
+    return static_credentials.certificate_credential(
+        name, cert, key, "the kubeconfig", "the kubeconfig", now
+    )
 
 
 def _stored_name(user: str, taken: set[str]) -> str:

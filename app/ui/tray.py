@@ -14,7 +14,7 @@ from app.ui import icons
 from app.ui.controller import TrayController
 from app.ui.dialogs import AddClusterDialog, SettingsDialog, ask
 from app.ui.text import time_left, who
-from app.ui.windows import DeviceCodeWindow, DiagnosticsWindow, StatusWindow, bring_to_front
+from app.ui.views import DeviceCodeWindow, DiagnosticsWindow, StatusWindow, bring_to_front
 
 
 def dispose(obj: QObject) -> None:

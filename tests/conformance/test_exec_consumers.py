@@ -328,9 +328,9 @@ def test_cache_skipped_on_request_and_after_a_401(served: Served) -> None:  # 39
 
     def swap(token: str) -> None:  # behind the agent's back: no invalidate
         code = (
-            "import sys; from datetime import UTC, datetime; from app import compose, stored; "
+            "import sys; from datetime import UTC, datetime; from app import compose, static_credentials; "
             "now = datetime.now(UTC); "
-            f"compose.stored_credentials().save(stored.token_credential({served.tokb!r}, {token!r}, 'x', now), now)"
+            f"compose.stored_credentials().save(static_credentials.token_credential({served.tokb!r}, {token!r}, 'x', now), now)"
         )
         subprocess.run([os.sys.executable, "-c", code], env=served.kt.env, check=True, cwd=ROOT)
 

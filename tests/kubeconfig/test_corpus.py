@@ -120,7 +120,7 @@ def test_import_rewrites_only_kubelogin_users_and_undo_restores(case: Case) -> N
 
 
 def test_secure_moves_static_secrets_and_unsecure_puts_them_back(case: Case) -> None:
-    from app.stored import StoredCredentials
+    from app.static_credentials import StoredCredentials
 
     creds = StoredCredentials(case.store, str(case.dir / ".stored.json"))
     plan, moves, skipped = secure.plan(case.view(), None, HELPER, set(), NOW)
@@ -160,7 +160,7 @@ def test_static_secrets_case_covers_every_kind(tmp_path: Path) -> None:
 
 
 def test_unsecure_inlines_secrets_whose_files_are_gone(tmp_path: Path) -> None:
-    from app.stored import StoredCredentials
+    from app.static_credentials import StoredCredentials
 
     c = Case("static-secrets", tmp_path)
     creds = StoredCredentials(c.store, str(tmp_path / "stored.json"))

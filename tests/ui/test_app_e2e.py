@@ -40,8 +40,8 @@ def test_add_cluster_probes_and_writes_a_kubeconfig_kubectl_uses(
     from app.broker.broker import Broker
     from app.broker.logins import Logins
     from app.broker.registry import Registry
+    from app.static_credentials import StoredCredentials
     from app.store.memory_store import MemorySecretStore
-    from app.stored import StoredCredentials
 
     store = MemorySecretStore()
     registry = Registry(str(tmp_path / "ids.json"))

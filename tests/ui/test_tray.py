@@ -21,11 +21,11 @@ from app.model import Identity
 from app.oidc.settings import OIDCSettings
 from app.oidc.tokens import TokenSet
 from app.settings import Settings
+from app.static_credentials import StoredCredential, StoredCredentials
 from app.store.memory_store import MemorySecretStore
-from app.stored import StoredCredential, StoredCredentials
 from app.ui.controller import TrayController
 from app.ui.tray import TrayApp
-from app.ui.windows import DeviceCodeWindow, StatusWindow
+from app.ui.views import DeviceCodeWindow, StatusWindow
 from tests.fakes import NoBrowser, SilentCaller
 from tests.idp import IdP, run_idp
 

@@ -11,8 +11,8 @@ from app.broker.logins import Logins
 from app.broker.registry import Registry
 from app.errors import CredentialError, UsageError
 from app.model import Credential, State
+from app.static_credentials import StoredCredential, StoredCredentials
 from app.store.memory_store import MemorySecretStore
-from app.stored import StoredCredential, StoredCredentials
 from exec_helper.options import resolve
 from tests.fakes import Clock, CountingStore, NoBrowser, SilentCaller
 

@@ -19,8 +19,8 @@ from app.model import State
 from app.oidc.errors import LoginError, RefreshFailed
 from app.oidc.settings import Metadata, OIDCSettings
 from app.oidc.tokens import TokenSet
+from app.static_credentials import StoredCredentials
 from app.store.memory_store import MemorySecretStore
-from app.stored import StoredCredentials
 from exec_helper.options import resolve
 from tests.fakes import Clock, NoBrowser, SilentCaller
 

@@ -8,7 +8,12 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 
 from app.errors import CredentialError, UsageError
-from app.stored import StoredCredential, certificate_credential, check_name, token_credential
+from app.static_credentials import (
+    StoredCredential,
+    certificate_credential,
+    check_name,
+    token_credential,
+)
 from tests.pki import CA
 
 NOW = datetime.now(UTC)

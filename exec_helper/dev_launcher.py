@@ -5,14 +5,14 @@ our code: ≈10 ms more on every kubectl command. This launcher runs the interpr
 (``-I``: no environment variables, no user site, no cwd on the path) and without ``site``
 (``-S``), with the one directory that holds ``exec_helper`` on ``sys.path``.
 
-Usage: python -m exec_helper.launcher DEST
+Usage: python -m exec_helper.dev_launcher DEST
 """
 
 import os
 import sys
 
 TEMPLATE = """#!{python} -IS
-# kubetray-exec launcher, written by `python -m exec_helper.launcher`.
+# kubetray-exec launcher, written by `python -m exec_helper.dev_launcher`.
 import sys
 sys.path.insert(0, {path!r})
 from exec_helper.__main__ import run
@@ -36,5 +36,5 @@ def write_launcher(dest: str, python: str | None = None) -> None:
 
 if __name__ == "__main__":
     if len(sys.argv) != 2:
-        sys.exit("usage: python -m exec_helper.launcher DEST")
+        sys.exit("usage: python -m exec_helper.dev_launcher DEST")
     write_launcher(sys.argv[1])
