@@ -4,10 +4,8 @@ Frames to kubetray-exec stay flat (see exec_helper.protocol); the helper prints 
 and ``stderr`` as given and exits with ``exit``.
 """
 
-import functools
 import json
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import asdict
 from datetime import datetime
@@ -17,11 +15,10 @@ from app import __version__
 from app.broker import peer
 from app.broker.broker import Broker
 from app.errors import AppError
-from app.model import CallRecord, Credential
+from app.model import CallRecord
 from app.oidc.settings import OIDCSettings
-from app.static_credentials import check_name
-from exec_helper import exec_credential, options, protocol
-from exec_helper.exec_credential import ExecInfo, ExecInfoError
+from app.usecases.get_credential import CredentialRequest, GetCredential
+from exec_helper import options, protocol
 
 log = logging.getLogger(__name__)
 Send = Callable[[dict[str, Any]], None]
@@ -36,10 +33,7 @@ MAX_ITEMS = 64
 """Arguments, or KUBETRAY_* environment settings."""
 MAX_STRING = 4096
 """One argument, setting, name or path."""
-MAX_RECORDED = 512
-"""Characters of a cluster URL or an error kept in the record of calls."""
 MAX_LIMIT = 10_000
-_CACHE_KEY_LIMIT = 16 * 1024
 
 
 class BadRequest(ValueError):
@@ -91,12 +85,6 @@ def _limit(request: dict[str, Any]) -> int:
     return value
 
 
-def _clip(text: str | None) -> str | None:
-    if text is None or len(text) <= MAX_RECORDED:
-        return text
-    return text[: MAX_RECORDED - 1] + "…"
-
-
 class CallerConversation:
     """A connected caller (kubetray-exec or the CLI) as the logins see it."""
 
@@ -141,23 +129,13 @@ def _result(exit_code: int, stdout: str = "", stderr: str = "") -> dict[str, Any
     return {"type": protocol.RESULT, "exit": exit_code, "stdout": stdout, "stderr": stderr}
 
 
-def render(info: ExecInfo, credential: Credential) -> str:
-    """The ExecCredential for a credential, in the version the caller asked for."""
-    return exec_credential.render(
-        info.api_version,
-        token=credential.token,
-        client_certificate_data=credential.certificate_pem,
-        client_key_data=credential.key_pem,
-        expiration=credential.expires,
-    )
-
-
 class Service:
     """Dispatches IPC requests to the broker."""
 
     def __init__(self, broker: Broker, clock: Callable[[], datetime], socket: str) -> None:
         self._broker = broker
         self._clock = clock
+        self._get = GetCredential(broker, clock)
         self._socket = socket
         self.on_show: Callable[[], None] | None = None
         """Set by the tray: a second `kubetray` asks the running one to show itself."""
@@ -281,87 +259,22 @@ class Service:
     def _get_credential(
         self, request: dict[str, Any], pid: int | None, send: Send, receive: Receive
     ) -> None:
-        start = time.perf_counter()
-        # Before answering: the helper exits the moment it has its answer, and with it goes
-        # /proc/<pid> and the way to its parents (≈70 µs).
-        caller = peer.describe(pid)
-        identity_name: str | None = None
-        cluster: str | None = None
-        error: str | None = None
-        exec_info = _str(request, "exec_info", MAX_EXEC_INFO)
-        args, env = _strings(request, "args"), _strings(request, "env")
-        stdin_tty, stderr_tty = _flag(request, "stdin_tty"), _flag(request, "stderr_tty")
-        try:
-            info = exec_credential.parse_exec_info(exec_info)
-            cluster = _clip(info.cluster.server) if info.cluster else None
-            opts = _resolve(args, info.cluster.config if info.cluster else None, env)
-            if opts.stored:
-                check_name(opts.stored)  # before it names anything the agent keeps
-            conv = CallerConversation(
-                send, receive, interactive=info.interactive and stdin_tty, visible=stderr_tty
-            )
-            st = self._broker.identity(opts, _kubeconfig(env))
-            identity_name = _clip(st.identity.name)
-            credential = self._broker.get_credential(
-                st, opts, conv, cluster=cluster, skip_cache=info.response_code == 401
-            )
-            send(_result(0, stdout=render(info, credential)))
-        except (ExecInfoError, options.OptionsError) as e:
-            error = str(e)
-            send(_result(1, stderr=error))
-        except AppError as e:
-            error = e.one_line()
-            send(_result(1, stderr=error))
-        except Exception as e:  # the helper must get an answer whatever happens
-            log.exception("get_credential failed")
-            error = f"the kubetray agent failed: {type(e).__name__}"
-            send(_result(1, stderr=error + " (see the agent's log)"))
-        self._broker.record(
-            CallRecord(
-                time=self._clock(),
-                identity=identity_name,
-                cluster=cluster,
-                caller=caller,
-                ok=error is None,
-                error=_clip(error),
-                latency_ms=(time.perf_counter() - start) * 1000,
-            )
+        req = CredentialRequest(
+            exec_info=_str(request, "exec_info", MAX_EXEC_INFO),
+            args=_strings(request, "args"),
+            env=_strings(request, "env"),
+            stdin_tty=_flag(request, "stdin_tty"),
+            stderr_tty=_flag(request, "stderr_tty"),
+            # Before answering: the helper exits the moment it has its answer, and with it
+            # goes /proc/<pid> and the way to its parents (≈70 µs).
+            caller=peer.describe(pid),
         )
 
+        def conversation(interactive: bool, visible: bool) -> CallerConversation:
+            return CallerConversation(send, receive, interactive=interactive, visible=visible)
 
-@functools.lru_cache(maxsize=64)
-def _resolve_cached(
-    args: tuple[str, ...], config_json: str | None, env: tuple[str, ...]
-) -> options.HelperOptions:
-    environ = dict(item.partition("=")[::2] for item in env)
-    if "KUBETRAY_BROWSER" in environ:  # the caller's browser, under any flag that names one
-        environ.setdefault("KUBETRAY_BROWSER_COMMAND", environ["KUBETRAY_BROWSER"])
-    return options.resolve(list(args), json.loads(config_json) if config_json else None, environ)
-
-
-def _resolve(
-    args: tuple[str, ...], config: dict[str, Any] | None, env: tuple[str, ...] = ()
-) -> options.HelperOptions:
-    """options.resolve, memoized: kubectl sends the same arguments every time.
-
-    Only small keys are kept: the cache must not grow with what a caller chooses to send.
-    """
-    try:
-        config_json = json.dumps(config, sort_keys=True) if config else None
-    except RecursionError:
-        raise ExecInfoError("decode: the cluster's exec extension is nested too deeply") from None
-    size = len(config_json or "") + sum(map(len, args)) + sum(map(len, env))
-    if size > _CACHE_KEY_LIMIT:
-        return _resolve_cached.__wrapped__(args, config_json, env)
-    return _resolve_cached(args, config_json, env)
-
-
-def _kubeconfig(env: tuple[str, ...]) -> str | None:
-    """The caller's KUBECONFIG, as kubetray-exec passed it on."""
-    for item in env:
-        if item.startswith("KUBECONFIG="):
-            return item.partition("=")[2]
-    return None
+        code, out, err = self._get.do(req, conversation)
+        send(_result(code, stdout=out, stderr=err))
 
 
 def _record_dict(rec: CallRecord) -> dict[str, Any]:

@@ -1,0 +1,153 @@
+"""kubectl asks for a credential: the story of one kubetray-exec call, top to bottom.
+
+Read what kubectl sent → the settings it names → which identity → its credential (memory,
+the store, a refresh, or the one login every caller shares) → the ExecCredential in the
+version kubectl asked for → one record for Diagnostics. Every failure becomes one line for
+kubectl's stderr; the record says what happened either way.
+"""
+
+import functools
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from app.broker.broker import Broker
+from app.broker.flight import Conversation
+from app.errors import AppError
+from app.model import Caller, CallRecord, Credential
+from app.static_credentials import check_name
+from exec_helper import exec_credential, options
+from exec_helper.exec_credential import ExecInfo, ExecInfoError
+
+log = logging.getLogger(__name__)
+
+MAX_RECORDED = 512
+"""Characters of a cluster URL, name or error kept in the record of calls."""
+_CACHE_KEY_LIMIT = 16 * 1024
+
+Answer = tuple[int, str, str]
+"""(exit code, stdout, stderr) for kubetray-exec to print."""
+
+
+@dataclass(frozen=True)
+class CredentialRequest:
+    """What kubetray-exec sent (already checked for type and size by the IPC service)."""
+
+    exec_info: str
+    args: tuple[str, ...]
+    env: tuple[str, ...]
+    """``KUBETRAY_*`` settings and the caller's ``KUBECONFIG``."""
+    stdin_tty: bool
+    stderr_tty: bool
+    caller: Caller
+
+
+class GetCredential:
+    """The use case; ``conversation(interactive, visible)`` reaches the caller's terminal."""
+
+    def __init__(self, broker: Broker, clock: Callable[[], datetime]) -> None:
+        self._broker = broker
+        self._clock = clock
+
+    def do(
+        self, req: CredentialRequest, conversation: Callable[[bool, bool], Conversation]
+    ) -> Answer:
+        start = time.perf_counter()
+        name: str | None = None
+        cluster: str | None = None
+        try:
+            # What kubectl sent: the ExecCredential version, interactivity, the cluster.
+            info = exec_credential.parse_exec_info(req.exec_info)
+            cluster = _clip(info.cluster.server) if info.cluster else None
+            # The settings: environment, then arguments, then the cluster's exec extension.
+            opts = _resolve(req.args, info.cluster.config if info.cluster else None, req.env)
+            if opts.stored:
+                check_name(opts.stored)  # before it names anything the agent keeps
+            # Which identity (a new one is named after the caller's kubeconfig user).
+            st = self._broker.identity(opts, _kubeconfig(req.env))
+            name = _clip(st.identity.name)
+            # Its credential: memory, the store, a refresh, or the login all callers share.
+            conv = conversation(info.interactive and req.stdin_tty, req.stderr_tty)
+            credential = self._broker.get_credential(
+                st, opts, conv, cluster=cluster, skip_cache=info.response_code == 401
+            )
+            # The answer, in the version kubectl asked for.
+            answer: Answer = (0, render(info, credential), "")
+        except (ExecInfoError, options.OptionsError) as e:
+            answer = (1, "", str(e))
+        except AppError as e:
+            answer = (1, "", e.one_line())
+        except Exception as e:  # kubectl must get an answer whatever happens
+            log.exception("get_credential failed")
+            error = f"the kubetray agent failed: {type(e).__name__}"
+            answer = (1, "", error + " (see the agent's log)")
+        # The record Diagnostics and `kubetray status` show.
+        code, _, error_text = answer
+        self._broker.record(
+            CallRecord(
+                time=self._clock(),
+                identity=name,
+                cluster=cluster,
+                caller=req.caller,
+                ok=code == 0,
+                error=_clip(error_text) if code else None,
+                latency_ms=(time.perf_counter() - start) * 1000,
+            )
+        )
+        return answer
+
+
+def render(info: ExecInfo, credential: Credential) -> str:
+    """The ExecCredential for a credential, in the version the caller asked for."""
+    return exec_credential.render(
+        info.api_version,
+        token=credential.token,
+        client_certificate_data=credential.certificate_pem,
+        client_key_data=credential.key_pem,
+        expiration=credential.expires,
+    )
+
+
+def _clip(text: str | None) -> str | None:
+    if text is None or len(text) <= MAX_RECORDED:
+        return text
+    return text[: MAX_RECORDED - 1] + "…"
+
+
+@functools.lru_cache(maxsize=64)
+def _resolve_cached(
+    args: tuple[str, ...], config_json: str | None, env: tuple[str, ...]
+) -> options.HelperOptions:
+    environ = dict(item.partition("=")[::2] for item in env)
+    if "KUBETRAY_BROWSER" in environ:  # the caller's browser, under any flag that names one
+        environ.setdefault("KUBETRAY_BROWSER_COMMAND", environ["KUBETRAY_BROWSER"])
+    return options.resolve(list(args), json.loads(config_json) if config_json else None, environ)
+
+
+def _resolve(
+    args: tuple[str, ...], config: dict[str, Any] | None, env: tuple[str, ...] = ()
+) -> options.HelperOptions:
+    """options.resolve, memoized: kubectl sends the same arguments every time.
+
+    Only small keys are kept: the cache must not grow with what a caller chooses to send.
+    """
+    try:
+        config_json = json.dumps(config, sort_keys=True) if config else None
+    except RecursionError:
+        raise ExecInfoError("decode: the cluster's exec extension is nested too deeply") from None
+    size = len(config_json or "") + sum(map(len, args)) + sum(map(len, env))
+    if size > _CACHE_KEY_LIMIT:
+        return _resolve_cached.__wrapped__(args, config_json, env)
+    return _resolve_cached(args, config_json, env)
+
+
+def _kubeconfig(env: tuple[str, ...]) -> str | None:
+    """The caller's KUBECONFIG, as kubetray-exec passed it on."""
+    for item in env:
+        if item.startswith("KUBECONFIG="):
+            return item.partition("=")[2]
+    return None
