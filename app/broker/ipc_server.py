@@ -206,7 +206,10 @@ class IPCServer:
     def _received(self, conn: Connection) -> bool:
         """The request is in: ``conn`` is no longer droppable (False if it was dropped)."""
         with self._lock:
-            return self._waiting.pop(conn, "gone") != "gone"
+            if conn not in self._waiting:
+                return False
+            del self._waiting[conn]
+            return True
 
     def shutdown(self) -> None:
         """Stop accepting and close the listener (a blocked accept() returns)."""
