@@ -42,12 +42,11 @@ def main() -> int:
         for d in (Path("/usr/bin"), ROOT / "build" / "dist" / "kubetray")
         if (d / "kubetray").exists()
     )
-    _run("packaged helper", [py, str(bench / "installed_helper.py"), str(where), "-n", args.n])
-    if args.before:
-        _run(
-            f"before: {args.before}",
-            [py, str(bench / "installed_helper.py"), str(args.before), "-n", args.n],
-        )
+    compare = ["--compare", str(args.before / "kubetray-exec")] if args.before else []
+    _run(
+        "packaged helper" + (f" (compare: {args.before}, before)" if args.before else ""),
+        [py, str(bench / "installed_helper.py"), str(where), "-n", args.n, *compare],
+    )
     helpers = [str(where / "kubetray-exec"), str(ROOT / ".venv" / "bin" / "kubetray-exec")]
     if args.before:
         helpers.append(str(args.before / "kubetray-exec"))
