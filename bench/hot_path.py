@@ -98,6 +98,12 @@ def main() -> int:
     parser.add_argument(
         "--python", default=None, help="bare interpreter to compare (default: the launcher's)"
     )
+    parser.add_argument(
+        "--compare",
+        action="append",
+        default=[],
+        help="another kubetray-exec measured in the same interleaved rounds (repeatable)",
+    )
     args = parser.parse_args()
 
     helper = Path(args.helper).resolve()
@@ -144,6 +150,10 @@ def main() -> int:
                 api.url, api.ca_pem, exec_user(str(helper), ["--stored", "bench"], kt_env)
             ),
         }
+        for other in args.compare:
+            configs[f"compare {other}"] = kubeconfig(
+                api.url, api.ca_pem, exec_user(other, ["--stored", "bench"], kt_env)
+            )
         if gke:
             configs["gke-gcloud-auth-plugin"] = kubeconfig(
                 api.url, api.ca_pem, exec_user(gke, [], version="v1beta1")
@@ -158,13 +168,10 @@ def main() -> int:
                     }
                 )
             )
-        paths = {}
+        paths: dict[str, Path] = {}
         for label, text in configs.items():
-            path = (
-                home
-                / ".kube"
-                / ("config" if label.startswith("gke") else label.split()[0] + ".yaml")
-            )
+            name = label.split()[0] + (str(len(paths)) if label.startswith("compare") else "")
+            path = home / ".kube" / ("config" if label.startswith("gke") else name + ".yaml")
             path.write_text(text)
             paths[label] = path
         kubectl_runs: dict[str, list[float]] = {label: [] for label in configs}
@@ -188,6 +195,8 @@ def main() -> int:
             "kubetray-exec --version (start-up)": [str(helper), "--version"],
             "kubetray-exec (cached path)": [str(helper), "--stored", "bench"],
         }
+        for other in args.compare:
+            processes[f"{other} (cached path)"] = [other, "--stored", "bench"]
         if gke:
             processes["gke-gcloud-auth-plugin (its cache)"] = [gke]
         for _ in range(args.n):
@@ -198,10 +207,10 @@ def main() -> int:
     print(f"kubectl {args.kubectl} get ns, median of {args.n} interleaved rounds")
     for label, runs in kubectl_runs.items():
         med = statistics.median(runs)
-        print(f"  {label:40s} {med:7.1f} ms   ratio {med / base:5.3f}")
+        print(f"  {label[-40:]:40s} {med:7.1f} ms   ratio {med / base:5.3f}")
     print(f"process alone, median of {args.n}")
     for label, runs in alone.items():
-        print(f"  {label:40s} {statistics.median(runs):7.2f} ms")
+        print(f"  {label[-40:]:40s} {statistics.median(runs):7.2f} ms")
     pid_file = work / "run" / "agent.lock"
     if pid_file.exists():
         with contextlib.suppress(ValueError, ProcessLookupError):

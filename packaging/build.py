@@ -1,12 +1,18 @@
-"""Build the PyInstaller bundle (both programs) for this OS: python packaging/build.py.
+"""Build the bundle (both programs) for this OS: python packaging/build.py.
 
-Prints where it is and its size. The per-OS scripts (linux/build.sh, macos/build.sh,
-windows/build.ps1) call this first, then wrap the bundle in an installer.
+PyInstaller builds the app and collects the helper's modules (kubetray.spec); then the C
+launcher that is the installed kubetray-exec (launcher/kubetray_exec.c) is compiled against
+this Python's headers and put beside kubetray. Prints where the bundle is and its size. The
+per-OS scripts (linux/build.sh, macos/build.sh, windows/build.ps1) call this first, then wrap
+the bundle in an installer. Needs a C compiler (cc / gcc / clang; MSVC's cl on Windows) and
+the Python headers (Debian: python3-dev).
 """
 
+import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tomllib
 from pathlib import Path
 
@@ -23,6 +29,58 @@ def size(path: Path) -> int:
     if path.is_file():
         return path.stat().st_size
     return sum(p.lstat().st_size for p in path.rglob("*") if not p.is_dir())
+
+
+LAUNCHER = ROOT / "packaging" / "launcher" / "kubetray_exec.c"
+
+
+def _needed(lib: Path) -> list[str]:
+    """The ELF libraries ``lib`` links (DT_NEEDED), [] when objdump is missing."""
+    try:
+        dump = subprocess.run(
+            ["objdump", "-p", str(lib)], check=False, capture_output=True, text=True
+        )
+    except FileNotFoundError:
+        return []
+    return [line.split()[1] for line in dump.stdout.splitlines() if line.split()[:1] == ["NEEDED"]]
+
+
+def launcher(bundle: Path) -> Path:
+    """Compile the kubetray-exec launcher into the bundle; return its path."""
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    include = sysconfig.get_paths()["include"]
+    if sys.platform == "win32":
+        internal, exe = bundle / "_internal", bundle / "kubetray-exec.exe"
+        pylib = f"python{sys.version_info.major}{sys.version_info.minor}.dll"
+        dynload = "."  # PyInstaller puts .pyd files in _internal itself
+        defines = [f'/DKT_PYLIB="{pylib}"', f'/DKT_DYNLOAD="{dynload}"']
+        cmd = ["cl", "/nologo", "/O2", "/W3", f"/I{include}", *defines, str(LAUNCHER)]
+        obj = bundle.parent / "kubetray_exec.obj"
+        cmd += [f"/Fe{exe}", f"/Fo{obj}", "/link", "/SUBSYSTEM:CONSOLE"]
+    else:
+        if sys.platform == "darwin":  # inside kubetray.app: Contents/MacOS and Contents/Frameworks
+            macos = bundle.parent / "kubetray.app" / "Contents" / "MacOS"
+            internal, exe = macos.parent / "Frameworks", macos / "kubetray-exec"
+            rel = "../Frameworks"
+            names = ("Python", f"libpython{version}.dylib")
+            pylib = next(n for n in names if (internal / n).exists())
+        else:
+            internal, exe, rel = bundle / "_internal", bundle / "kubetray-exec", "_internal"
+            pylib = next(p.name for p in internal.glob(f"libpython{version}.so*"))
+        # libpython's own libraries from the bundle (libz, libexpat...), loaded first so that the
+        # bundle never depends on the system having them, as PyInstaller's LD_LIBRARY_PATH did.
+        preload = [n for n in _needed(internal / pylib) if (internal / n).exists()]
+        defines = [
+            f'-DKT_PYLIB="{pylib}"',
+            f'-DKT_INTERNAL="{rel}"',
+            f'-DKT_DYNLOAD="python{version}/lib-dynload"',
+            "-DKT_PRELOAD=" + "".join(f'"{n}",' for n in preload),
+        ]
+        cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or "clang"
+        cmd = [cc, "-O2", "-Wall", "-Wextra", "-Werror", f"-I{include}", *defines, str(LAUNCHER)]
+        cmd += ["-o", str(exe)] + (["-ldl", "-s"] if sys.platform == "linux" else [])
+    subprocess.run(cmd, check=True, cwd=bundle.parent)
+    return exe
 
 
 def main() -> int:
@@ -44,6 +102,7 @@ def main() -> int:
         cwd=ROOT,
     )
     bundle = DIST / "kubetray"
+    print(f"launcher: {launcher(bundle)}")
     print(f"bundle: {bundle} ({size(bundle) / 1e6:.1f} MB), kubetray {version()}")
     return 0
 

@@ -1,7 +1,8 @@
 """OIDC against one provider: discovery, the grants, refresh, revocation, id_token checks.
 
-Every grant goes through authlib's OAuth2Session (PKCE S256, state, nonce); id_tokens are
-verified with joserfc against the provider's JWKS (signature, iss, aud, exp, nonce).
+Every grant goes through authlib's OAuth2Client (PKCE S256, state, nonce) over app.oidc.http
+(urllib); id_tokens are verified with joserfc against the provider's JWKS (signature, iss, aud,
+exp, nonce).
 """
 
 import email.utils
@@ -13,16 +14,16 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
-import requests
 from authlib.common.security import generate_token
-from authlib.integrations.requests_client import OAuth2Session, OAuthError
+from authlib.oauth2 import OAuth2Error as OAuthError
+from authlib.oauth2.client import OAuth2Client
 from joserfc import jwt
 from joserfc.errors import JoseError
 from joserfc.jwk import KeySet
 
 from app.identity import normalize_issuer
 from app.oidc.errors import LoginError, RefreshFailed
-from app.oidc.http import TIMEOUT, mount_trust, ssl_context
+from app.oidc.http import TIMEOUT, Session, TransportError, insecure_context, ssl_context
 from app.oidc.loopback import LoopbackListener
 from app.oidc.settings import Metadata, OIDCSettings
 from app.oidc.tokens import TokenSet
@@ -59,6 +60,12 @@ def _merge_params(base: dict[str, str], extra: dict[str, str]) -> dict[str, str]
     return out
 
 
+class _OAuth2(OAuth2Client):  # type: ignore[misc]  # authlib is untyped
+    """authlib's transport-agnostic client on our urllib session."""
+
+    SESSION_REQUEST_PARAMS = ("timeout",)
+
+
 def _error_text(e: OAuthError) -> str:
     return f"{e.error}: {e.description}" if e.description else str(e.error)
 
@@ -72,13 +79,24 @@ class OIDCClient:
         self._lock = threading.Lock()
         self._metadata: Metadata | None = None
         self._keys: KeySet | None = None
-        self._tls: ssl.SSLContext | None = None
+        self._http: Session | None = None
 
     # -- HTTP, discovery, keys --------------------------------------------------------------
 
-    def _session(self, **kwargs: Any) -> OAuth2Session:
+    def _transport(self) -> Session:
+        if self._http is None:
+            s = self.settings
+            # loading the system CAs: ≈10 ms, once per set of extra CAs (ssl_context caches)
+            tls: ssl.SSLContext = (
+                insecure_context() if s.insecure else ssl_context(s.ca_files, s.ca_data)
+            )
+            self._http = Session(tls)
+        return self._http
+
+    def _session(self, **kwargs: Any) -> _OAuth2:
         s = self.settings
-        session = OAuth2Session(
+        return _OAuth2(
+            self._transport(),
             s.client_id,
             client_secret=s.client_secret,
             token_endpoint_auth_method="client_secret_basic" if s.client_secret else "none",
@@ -86,22 +104,17 @@ class OIDCClient:
             code_challenge_method="S256",
             **kwargs,
         )
-        if self._tls is None and not s.insecure:
-            self._tls = ssl_context(s.ca_files, s.ca_data)  # loading the system CAs: ≈10 ms
-        mount_trust(session, self._tls, s.insecure)
-        return session
 
     def _get_json(self, url: str) -> dict[str, Any]:
         return self._get(url)[0]
 
     def _get(self, url: str) -> tuple[dict[str, Any], str | None]:
-        with self._session() as session:
-            try:
-                response = session.get(url, timeout=TIMEOUT, withhold_token=True)
-                response.raise_for_status()
-                doc = response.json()
-            except (requests.RequestException, ValueError) as e:
-                raise LoginError(f"cannot reach the provider at {url}: {e}") from None
+        try:
+            response = self._transport().get(url, timeout=TIMEOUT)
+            response.raise_for_status()
+            doc = response.json()
+        except (TransportError, ValueError) as e:
+            raise LoginError(f"cannot reach the provider at {url}: {e}") from None
         if not isinstance(doc, dict):
             raise LoginError(f"{url} did not return a JSON object")
         return doc, response.headers.get("Date")
@@ -230,15 +243,13 @@ class OIDCClient:
 
     def _fetch(self, **kwargs: Any) -> dict[str, Any]:
         meta = self.metadata()
-        with self._session(redirect_uri=kwargs.pop("redirect_uri", None)) as session:
-            try:
-                token = session.fetch_token(meta.token_endpoint, timeout=TIMEOUT, **kwargs)
-            except OAuthError as e:
-                raise LoginError(
-                    f"the provider refused the token request ({_error_text(e)})"
-                ) from None
-            except requests.RequestException as e:
-                raise LoginError(f"cannot reach the provider's token endpoint: {e}") from None
+        session = self._session(redirect_uri=kwargs.pop("redirect_uri", None))
+        try:
+            token = session.fetch_token(meta.token_endpoint, timeout=TIMEOUT, **kwargs)
+        except OAuthError as e:
+            raise LoginError(f"the provider refused the token request ({_error_text(e)})") from None
+        except (TransportError, ValueError) as e:
+            raise LoginError(f"cannot reach the provider's token endpoint: {e}") from None
         return dict(token)
 
     # -- the grants -------------------------------------------------------------------------
@@ -262,14 +273,13 @@ class OIDCClient:
             )
             redirect_uri = listener.redirect_uri
         try:
-            with self._session(redirect_uri=redirect_uri) as session:
-                url, _ = session.create_authorization_url(
-                    meta.authorization_endpoint,
-                    state=state,
-                    nonce=nonce,
-                    code_verifier=verifier,
-                    **_merge_params(dict(s.extra_params), ui.auth_params),
-                )
+            url, _ = self._session(redirect_uri=redirect_uri).create_authorization_url(
+                meta.authorization_endpoint,
+                state=state,
+                nonce=nonce,
+                code_verifier=verifier,
+                **_merge_params(dict(s.extra_params), ui.auth_params),
+            )
             if listener is None:
                 ui.show(f"Open this URL in a browser and log in: {url}")
                 answer = ui.prompt("Enter the code (or the whole redirect URL): ", False)
@@ -301,17 +311,15 @@ class OIDCClient:
         meta = self.metadata()
         if not meta.device_authorization_endpoint:
             raise LoginError("the provider offers no device authorization endpoint")
-        with self._session() as session:
-            try:
-                response = session.post(
-                    meta.device_authorization_endpoint,
-                    data={"client_id": s.client_id, "scope": " ".join(s.scopes)},
-                    timeout=TIMEOUT,
-                    withhold_token=True,
-                )
-                doc = response.json()
-            except (requests.RequestException, ValueError) as e:
-                raise LoginError(f"the device authorization request failed: {e}") from None
+        try:
+            answer = self._transport().post(
+                meta.device_authorization_endpoint,
+                data={"client_id": s.client_id, "scope": " ".join(s.scopes)},
+                timeout=TIMEOUT,
+            )
+            doc = answer.json()
+        except (TransportError, ValueError) as e:
+            raise LoginError(f"the device authorization request failed: {e}") from None
         if "device_code" not in doc:
             raise LoginError(f"the provider refused the device login: {doc.get('error', doc)}")
         interval = float(doc.get("interval") or 5)
@@ -339,17 +347,16 @@ class OIDCClient:
         raise LoginError("the device login was not completed in time")
 
     def _fetch_raw_device(self, endpoint: str, device_code: str) -> dict[str, Any]:
-        with self._session() as session:
-            try:
-                token = session.fetch_token(
-                    endpoint, grant_type=DEVICE_GRANT, device_code=device_code, timeout=TIMEOUT
-                )
-            except OAuthError as e:
-                if e.error in ("authorization_pending", "slow_down"):
-                    raise _Pending(e.error == "slow_down") from None
-                raise LoginError(f"the device login failed ({_error_text(e)})") from None
-            except requests.RequestException as e:
-                raise LoginError(f"cannot reach the provider's token endpoint: {e}") from None
+        try:
+            token = self._session().fetch_token(
+                endpoint, grant_type=DEVICE_GRANT, device_code=device_code, timeout=TIMEOUT
+            )
+        except OAuthError as e:
+            if e.error in ("authorization_pending", "slow_down"):
+                raise _Pending(e.error == "slow_down") from None
+            raise LoginError(f"the device login failed ({_error_text(e)})") from None
+        except (TransportError, ValueError) as e:
+            raise LoginError(f"cannot reach the provider's token endpoint: {e}") from None
         return dict(token)
 
     def password(self, ui: LoginUI) -> TokenSet:
@@ -394,17 +401,16 @@ class OIDCClient:
         meta = self.metadata()
         if not meta.revocation_endpoint or not tokens.refresh_token:
             return False
-        with self._session() as session:
-            try:
-                session.revoke_token(
-                    meta.revocation_endpoint,
-                    tokens.refresh_token,
-                    token_type_hint="refresh_token",  # noqa: S106 - a hint, not a secret
-                    timeout=TIMEOUT,
-                )
-            except (OAuthError, requests.RequestException):
-                return False
-        return True
+        try:
+            response = self._session().revoke_token(
+                meta.revocation_endpoint,
+                tokens.refresh_token,
+                token_type_hint="refresh_token",  # noqa: S106 - a hint, not a secret
+                timeout=TIMEOUT,
+            )
+        except (OAuthError, TransportError):
+            return False
+        return bool(response.status_code < 400)
 
 
 class _Pending(Exception):

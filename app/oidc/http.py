@@ -1,36 +1,68 @@
-"""HTTP sessions for talking to the provider: system trust plus any extra CAs, proxies honoured.
+"""HTTP for talking to the provider, on the standard library (urllib): system trust plus any extra
+CAs, proxies from the environment.
 
 Extra CAs (``--certificate-authority``, ``--certificate-authority-data``) are *added* to the
-system's trust store, never used instead of it. ``HTTPS_PROXY``/``NO_PROXY`` work as in requests.
+system's trust store, never used instead of it. ``HTTPS_PROXY``/``HTTP_PROXY``/``NO_PROXY`` are
+honoured as urllib reads them. No requests/urllib3: the agent keeps its OIDC engine in memory
+for as long as it runs, and those weigh several MB for a few small requests per hour.
 """
 
 import base64
 import binascii
+import functools
+import json
 import ssl
-from typing import Any
-
-import requests
-from requests.adapters import HTTPAdapter
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping
+from email.message import Message
+from typing import Any, Protocol
 
 from app.errors import UsageError
 
 TIMEOUT = 15.0
+USER_AGENT = "kubetray"
 
 
-class _TrustAdapter(HTTPAdapter):
-    def __init__(self, context: ssl.SSLContext) -> None:
-        self._context = context
-        super().__init__()
-
-    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
-        kwargs["ssl_context"] = self._context
-        super().init_poolmanager(*args, **kwargs)
-
-    def proxy_manager_for(self, *args: Any, **kwargs: Any) -> Any:
-        kwargs["ssl_context"] = self._context
-        return super().proxy_manager_for(*args, **kwargs)
+class TransportError(Exception):
+    """The provider could not be reached, or answered with an HTTP error."""
 
 
+class _Auth(Protocol):
+    def prepare(
+        self, method: str, uri: str, headers: dict[str, str], body: str
+    ) -> tuple[str, dict[str, str], str]: ...
+
+
+class Response:
+    """What the provider answered: status, headers and body."""
+
+    def __init__(self, status_code: int, headers: Message, content: bytes, url: str) -> None:
+        self.status_code = status_code
+        self.headers = headers
+        self.content = content
+        self.url = url
+
+    def json(self) -> Any:
+        """The body as JSON (ValueError when it is not)."""
+        return json.loads(self.content)
+
+    def raise_for_status(self) -> None:
+        if self.status_code >= 400:
+            raise TransportError(f"HTTP {self.status_code} from {self.url}")
+
+
+class _KeepErrors(urllib.request.HTTPErrorProcessor):
+    """Hand 4xx/5xx answers back as responses: an OAuth error is a JSON body to read."""
+
+    def http_response(self, request: Any, response: Any) -> Any:
+        return response
+
+    https_response = http_response
+
+
+@functools.lru_cache(maxsize=16)  # one system trust store in memory, not one per identity
 def ssl_context(ca_files: tuple[str, ...] = (), ca_data: tuple[str, ...] = ()) -> ssl.SSLContext:
     """The system's trust with the given CAs added."""
     context = ssl.create_default_context()
@@ -47,12 +79,69 @@ def ssl_context(ca_files: tuple[str, ...] = (), ca_data: tuple[str, ...] = ()) -
     return context
 
 
-def mount_trust(
-    session: requests.Session, context: ssl.SSLContext | None, insecure: bool = False
-) -> requests.Session:
-    """Make ``session`` verify TLS with ``context`` (see ssl_context), or not at all."""
-    if insecure:
-        session.verify = False
-    elif context is not None:
-        session.mount("https://", _TrustAdapter(context))
-    return session
+def insecure_context() -> ssl.SSLContext:
+    """TLS without verification (the user's --insecure-skip-tls-verify)."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+class Session:
+    """A requests-like session (what authlib's OAuth2Client calls) over urllib.
+
+    Proxies come from the environment at each request, redirects are followed as urllib does.
+    """
+
+    def __init__(self, context: ssl.SSLContext) -> None:
+        # Only http and https: no file:, ftp: or data: from a provider's documents or redirects.
+        self._opener = urllib.request.OpenerDirector()
+        for handler in (
+            urllib.request.ProxyHandler(),  # HTTPS_PROXY, NO_PROXY... from the environment
+            urllib.request.HTTPHandler(),
+            urllib.request.HTTPSHandler(context=context),
+            urllib.request.HTTPRedirectHandler(),
+            urllib.request.HTTPDefaultErrorHandler(),
+            _KeepErrors(),
+        ):
+            self._opener.add_handler(handler)
+
+    def request(
+        self,
+        method: str,
+        url: str,
+        data: Mapping[str, str] | None = None,
+        headers: Mapping[str, str] | None = None,
+        auth: _Auth | None = None,
+        timeout: float = TIMEOUT,
+    ) -> Response:
+        """One request; ``data`` is sent form-encoded, ``auth`` prepares client authentication."""
+        head = {"User-Agent": USER_AGENT, "Accept": "application/json", **(headers or {})}
+        body = urllib.parse.urlencode(dict(data)) if data is not None else ""
+        if data is not None:
+            head.setdefault("Content-Type", "application/x-www-form-urlencoded")
+        if auth is not None:
+            url, head, body = auth.prepare(method, url, head, body)
+        if urllib.parse.urlsplit(url).scheme not in ("http", "https"):
+            raise TransportError(f"not an http(s) URL: {url}")
+        req = urllib.request.Request(  # noqa: S310 - the scheme is checked above
+            url,
+            data=body.encode() if data is not None or body else None,
+            headers=head,
+            method=method,
+        )
+        try:
+            with self._opener.open(req, timeout=timeout) as answer:
+                return Response(answer.status, answer.headers, answer.read(), url)
+        except (urllib.error.URLError, OSError, ValueError) as e:
+            reason = getattr(e, "reason", e)
+            raise TransportError(str(reason)) from None
+
+    def get(self, url: str, **kwargs: Any) -> Response:
+        return self.request("GET", url, **kwargs)
+
+    def post(self, url: str, **kwargs: Any) -> Response:
+        return self.request("POST", url, **kwargs)
+
+    def close(self) -> None:
+        """Nothing to release: urllib opens a connection per request."""

@@ -1,6 +1,7 @@
 # Build kubetray for Windows: the PyInstaller bundle, then the Inno Setup installer.
 #   powershell -File packaging\windows\build.ps1 [-Python .venv\Scripts\python.exe]
-# Needs Inno Setup 6 (ISCC.exe; preinstalled on GitHub's windows runners, or: choco install innosetup).
+# Needs MSVC's cl.exe on PATH (a Developer PowerShell, or ilammy/msvc-dev-cmd in CI): build.py
+# compiles kubetray-exec.exe from packaging\launcher. Needs Inno Setup 6 (ISCC.exe; preinstalled on GitHub's windows runners, or: choco install innosetup).
 # Signing: set KUBETRAY_SIGNTOOL_CERT (a .pfx path) and KUBETRAY_SIGNTOOL_PASSWORD to sign both
 # executables and the installer with signtool; without them the build is unsigned and
 # SmartScreen warns on first run.

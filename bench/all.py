@@ -1,0 +1,64 @@
+"""bench/all: every figure of issue 17 from one run, each next to its anchors.
+
+1. The packaged helper (bench/installed_helper -> bench/hot_path): cached path and start-up
+   against a bare `python3 -I -S`, gke-gcloud-auth-plugin and cat; kubectl ratio against a
+   static token. Targets: <= 8 ms, ratio <= 1.10. With --before DIR, the same for an older
+   bundle (e.g. one built from main) in the same run.
+2. The agent's first start to its first answer (bench/agent_start), packaged and development
+   helper (and --before). Target: <= 300 ms.
+3. The app idle with five identities (bench/idle). Target: RSS <= 90 MB, CPU ~0 %. With
+   --before-tree DIR (a checkout of an older commit), the same for it.
+
+    make bench-all  (or: python bench/all.py [--before DIR] [--before-tree DIR] [--idle S])
+"""
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _run(title: str, cmd: list[str]) -> None:
+    print(f"\n== {title}", flush=True)
+    subprocess.run(cmd, check=False)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--installed", type=Path, help="dir of the packaged programs")
+    parser.add_argument("--before", type=Path, help="an older bundle to compare in the same run")
+    parser.add_argument("--before-tree", type=Path, help="an older source tree for the idle bench")
+    parser.add_argument("--idle", default="60", help="idle seconds (default 60)")
+    parser.add_argument("-n", default="30", help="rounds for the hot path (default 30)")
+    args = parser.parse_args()
+    py = sys.executable
+    bench = ROOT / "bench"
+    where = args.installed or next(
+        d
+        for d in (Path("/usr/bin"), ROOT / "build" / "dist" / "kubetray")
+        if (d / "kubetray").exists()
+    )
+    compare = ["--compare", str(args.before / "kubetray-exec")] if args.before else []
+    _run(
+        "packaged helper" + (f" (compare: {args.before}, before)" if args.before else ""),
+        [py, str(bench / "installed_helper.py"), str(where), "-n", args.n, *compare],
+    )
+    helpers = [str(where / "kubetray-exec"), str(ROOT / ".venv" / "bin" / "kubetray-exec")]
+    if args.before:
+        helpers.append(str(args.before / "kubetray-exec"))
+    _run("agent first start", [py, str(bench / "agent_start.py"), *helpers])
+    _run("app idle (this tree)", [py, str(bench / "idle.py"), "--idle", args.idle])
+    if args.before_tree:
+        _run(
+            f"app idle (before: {args.before_tree})",
+            [py, str(args.before_tree / "bench" / "idle.py"), "--idle", args.idle],
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
