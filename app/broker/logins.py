@@ -24,7 +24,7 @@ from app.model import Identity
 from app.oidc.browser import Browser
 from app.oidc.errors import LoginError, RefreshFailed
 from app.oidc.settings import OIDCSettings
-from app.oidc.tokens import MIN_MARGIN, TokenSet
+from app.oidc.tokens import MIN_MARGIN, Revocation, TokenSet
 from app.store.secret_store import SecretStore
 
 if TYPE_CHECKING:
@@ -304,27 +304,31 @@ class Logins:
         login.cancelled.set()
         return True
 
-    def logout(self, name: str) -> bool:
-        """Revoke the refresh token where possible and forget the tokens."""
+    def logout(self, name: str) -> Revocation | None:
+        """Revoke the refresh token where possible and forget the tokens, whatever the
+        provider said; what it said is returned (None: no identity of that name)."""
         st = self.find(name)
         if st is None:
-            return False
+            return None
         with st.lock:
             self._load(st)
+            outcome = Revocation(False, "there were no tokens")
             if st.tokens is not None:
                 try:
-                    self.client(st).revoke(st.tokens)
+                    outcome = self.client(st).revoke(st.tokens)
                 except AppError as e:
-                    log.warning("could not revoke %s: %s", name, e.message)
+                    outcome = Revocation(False, e.message)
+            if not outcome.revoked:
+                log.warning("did not revoke %s: %s", name, outcome.reason)
             self._store.delete(_store_key(st.identity.key))
             st.tokens = None
             st.blocked_until = None
-        return True
+        return outcome
 
     def forget(self, name: str) -> bool:
         """Log out of ``name`` and remove the identity (it comes back if kubectl uses it)."""
         st = self.find(name)
-        if st is None or not self.logout(name):
+        if st is None or self.logout(name) is None:
             return False
         if st.login is not None:
             st.login.cancelled.set()

@@ -244,9 +244,15 @@ class Service:
                     raise AppError(f"no OIDC identity named {name!r}", "kubetray status lists them")
                 send(_result(0, stdout=f"logged out of {name} and removed it\n"))
             elif op == "logout":
-                if not logins.logout(name):
+                outcome = logins.logout(name)
+                if outcome is None:
                     raise AppError(f"no OIDC identity named {name!r}", "kubetray status lists them")
-                send(_result(0, stdout=f"logged out of {name}\n"))
+                said = (
+                    "the refresh token is revoked at the provider"
+                    if outcome.revoked
+                    else f"the refresh token is NOT revoked: {outcome.reason}"
+                )
+                send(_result(0, stdout=f"logged out of {name} (tokens forgotten here); {said}\n"))
             else:
                 if not logins.cancel(name):
                     raise AppError(f"no login in progress for {name!r}")

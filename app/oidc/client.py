@@ -26,7 +26,7 @@ from app.oidc.errors import LoginError, RefreshFailed
 from app.oidc.http import TIMEOUT, Session, TransportError, insecure_context, ssl_context
 from app.oidc.loopback import LoopbackListener
 from app.oidc.settings import Metadata, OIDCSettings
-from app.oidc.tokens import TokenSet
+from app.oidc.tokens import Revocation, TokenSet
 
 DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
 CLOCK_SKEW = 30
@@ -65,9 +65,42 @@ class _OAuth2(OAuth2Client):  # type: ignore[misc]  # authlib is untyped
 
     SESSION_REQUEST_PARAMS = ("timeout",)
 
+    def parse_response_token(self, resp: Any) -> Any:
+        """The token response, or an OAuthError that says what the provider answered, also
+        for providers that answer errors with an empty or non-JSON body."""
+        try:
+            doc = resp.json()
+        except ValueError:
+            doc = None
+        if isinstance(doc, dict) and "error" in doc:
+            raise OAuthError(error=str(doc["error"]), description=doc.get("error_description"))
+        if resp.status_code >= 400 or not isinstance(doc, dict):
+            what = "no OAuth error in its answer" if resp.status_code >= 400 else "not JSON"
+            raise OAuthError(error=f"HTTP {resp.status_code}", description=what)
+        return super().parse_response_token(resp)
+
 
 def _error_text(e: OAuthError) -> str:
     return f"{e.error}: {e.description}" if e.description else str(e.error)
+
+
+def _token_error(e: OAuthError, grant: str, has_secret: bool) -> LoginError:
+    """What the token endpoint's refusal means, and what to do about it."""
+    hint = None
+    if e.error == "invalid_client":
+        hint = (
+            "check --oidc-client-secret"
+            if has_secret
+            else f"this provider requires client authentication for the {grant} grant: "
+            "give --oidc-client-secret, or register the client as public"
+        )
+    elif e.error == "unauthorized_client":
+        hint = f"the provider does not allow this client the {grant} grant"
+    elif e.error == "invalid_grant" and grant == "refresh_token":
+        hint = "the refresh token was refused (expired or revoked): log in again"
+    elif e.error == "invalid_grant" and grant == "authorization_code":
+        hint = "check that the provider registered the redirect URI kubetray sent"
+    return LoginError(f"the provider refused the {grant} token request ({_error_text(e)})", hint)
 
 
 class OIDCClient:
@@ -247,7 +280,8 @@ class OIDCClient:
         try:
             token = session.fetch_token(meta.token_endpoint, timeout=TIMEOUT, **kwargs)
         except OAuthError as e:
-            raise LoginError(f"the provider refused the token request ({_error_text(e)})") from None
+            grant = str(kwargs.get("grant_type", "token"))
+            raise _token_error(e, grant, bool(self.settings.client_secret)) from None
         except (TransportError, ValueError) as e:
             raise LoginError(f"cannot reach the provider's token endpoint: {e}") from None
         return dict(token)
@@ -396,11 +430,16 @@ class OIDCClient:
             no_id_token_on_refresh=True,
         )
 
-    def revoke(self, tokens: TokenSet) -> bool:
-        """Revoke the refresh token (RFC 7009) where the provider supports it."""
+    def revoke(self, tokens: TokenSet) -> Revocation:
+        """Revoke the refresh token (RFC 7009) and say what the provider answered.
+
+        With a client secret the client authenticates as it does at the token endpoint.
+        """
         meta = self.metadata()
-        if not meta.revocation_endpoint or not tokens.refresh_token:
-            return False
+        if not tokens.refresh_token:
+            return Revocation(False, "there was no refresh token to revoke")
+        if not meta.revocation_endpoint:
+            return Revocation(False, "the provider offers no revocation endpoint")
         try:
             response = self._session().revoke_token(
                 meta.revocation_endpoint,
@@ -408,9 +447,23 @@ class OIDCClient:
                 token_type_hint="refresh_token",  # noqa: S106 - a hint, not a secret
                 timeout=TIMEOUT,
             )
-        except (OAuthError, TransportError):
-            return False
-        return bool(response.status_code < 400)
+        except (OAuthError, TransportError) as e:
+            return Revocation(False, f"the provider could not be asked: {e}")
+        if response.status_code < 400:
+            return Revocation(True, "revoked at the provider")
+        try:
+            doc = response.json()
+        except ValueError:
+            doc = None
+        said = (
+            _error_text(OAuthError(error=doc["error"], description=doc.get("error_description")))
+            if isinstance(doc, dict) and "error" in doc
+            else f"HTTP {response.status_code}"
+        )
+        reason = f"the provider refused to revoke it ({said})"
+        if response.status_code in (400, 401) and not self.settings.client_secret:
+            reason += "; it requires client authentication, and this client has no secret"
+        return Revocation(False, reason)
 
 
 class _Pending(Exception):

@@ -123,7 +123,7 @@ class Metadata:
         if self.revocation_endpoint:
             methods = self.revocation_endpoint_auth_methods_supported
             if has_secret or not methods or "none" in methods:
-                revocation = "yes" if methods or has_secret else "unknown"
+                revocation = "yes"  # unlisted methods: public clients may revoke (RFC 7009 §2.1)
             else:
                 detail = "it requires client authentication, and this client has no secret"
         if "offline_access" in self.scopes_supported or (

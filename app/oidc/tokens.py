@@ -76,3 +76,11 @@ class TokenSet:
         doc["expires_at"] = datetime.fromisoformat(doc["expires_at"])
         doc["issued_at"] = datetime.fromisoformat(doc["issued_at"])
         return cls(**doc)
+
+
+@dataclass(frozen=True)
+class Revocation:
+    """What became of a refresh token at logout: revoked at the provider, or why not."""
+
+    revoked: bool
+    reason: str

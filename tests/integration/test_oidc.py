@@ -286,7 +286,10 @@ def test_kubetray_login_and_logout(kt: KubetrayEnv, idp: IdP, browser: Path) -> 
         and len([e for e in browser_log(browser) if e["event"] == "opened"]) == 2
     )
     out = kt.kubetray("logout", name)
-    assert out.returncode == 0 and out.stdout.strip() == f"logged out of {name}"
+    assert out.returncode == 0
+    assert out.stdout.strip() == (
+        f"logged out of {name} (tokens forgotten here); the refresh token is revoked at the provider"
+    )
     assert idp.counts().get("revoked") == 1  # RFC 7009: the provider revoked the grant
     status = json.loads(kt.kubetray("status", "--json").stdout)
     assert next(i for i in status["identities"] if i["name"] == name)["state"] == "needs login"

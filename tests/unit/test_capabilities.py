@@ -45,7 +45,7 @@ def test_revocation_a_public_client_cannot_use_is_no_with_the_reason() -> None:
         states(meta(revocation_endpoint_auth_methods_supported=("none",)))["token revocation"]
         == "yes"
     )
-    assert states(meta())["token revocation"] == "unknown"
+    assert states(meta())["token revocation"] == "yes"
     assert states(meta(revocation_endpoint=None))["token revocation"] == "no"
 
 

@@ -18,7 +18,7 @@ from app.broker.registry import Registry
 from app.model import State
 from app.oidc.errors import LoginError, RefreshFailed
 from app.oidc.settings import Metadata, OIDCSettings
-from app.oidc.tokens import TokenSet
+from app.oidc.tokens import Revocation, TokenSet
 from app.static_credentials import StoredCredentials
 from app.store.memory_store import MemorySecretStore
 from exec_helper.options import resolve
@@ -97,8 +97,9 @@ class FakeClient:
             return replace(tokens, refresh_token=issued.refresh_token, no_id_token_on_refresh=True)
         return tokens.with_refresh(issued)
 
-    def revoke(self, tokens: TokenSet) -> None:
+    def revoke(self, tokens: TokenSet) -> Revocation:
         self.p.revoked.append(tokens.refresh_token or "")
+        return Revocation(True, "revoked at the provider")
 
     def metadata(self) -> Metadata:
         return Metadata(
@@ -300,7 +301,8 @@ def test_logout_revokes_and_forget_removes(core, provider, tmp_path) -> None:  #
     broker, logins = core
     token(broker)
     name = broker.status()[0].name
-    assert logins.logout(name) and provider.revoked == ["rt-1-0"]
+    assert logins.logout(name) == Revocation(True, "revoked at the provider")
+    assert provider.revoked == ["rt-1-0"]
     assert broker.status()[0].state is State.NEEDS_LOGIN
     assert logins.forget(name)
     assert broker.status() == []
