@@ -25,6 +25,7 @@ from typing import Any
 import yaml
 
 from app.errors import AppError
+from app.jsonfile import fsync_dir
 
 LOCK_WAIT = 10.0
 """How long to wait for another writer's ``<file>.lock`` before giving up."""
@@ -290,16 +291,6 @@ def _remove_if_stale(lock: str) -> bool:
     return True
 
 
-def _fsync_dir(directory: str) -> None:
-    if os.name != "posix":
-        return
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _owner(path: str, directory: str) -> tuple[int, int] | None:
     """The (uid, gid) a rewrite of ``path`` must carry; None to keep the writer's own.
 
@@ -369,7 +360,7 @@ def write_atomic(path: str, content: bytes, mode: int) -> None:
         finally:
             os.close(fd)
         os.replace(tmp, path)
-        _fsync_dir(directory)
+        fsync_dir(directory)
         _remove_orphans(directory)
     except OSError as e:
         with contextlib.suppress(OSError):
