@@ -74,6 +74,9 @@ def installed(deb: Path) -> Iterator[Path]:
 
 @pytest.mark.slow
 @pytest.mark.kubectl
+@pytest.mark.timeout(
+    1800
+)  # the build alone takes minutes on a busy machine (the fixture allows 1800 s)
 def test_the_deb_installs_serves_kubectl_and_removes_cleanly(
     installed: Path, kt: KubetrayEnv, keyring_session: None
 ) -> None:
