@@ -13,9 +13,6 @@ import re
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 
-from cryptography import x509
-from cryptography.hazmat.primitives import serialization
-
 from app import jsonfile
 from app.errors import CredentialError, StoreError, UsageError
 from app.store.secret_store import SecretStore
@@ -113,6 +110,10 @@ def certificate_credential(
     name: str, cert_pem: bytes, key_pem: bytes, cert_source: str, key_source: str, now: datetime
 ) -> StoredCredential:
     """Validate a client certificate (chain) and its private key, both PEM."""
+    # Only here: cryptography's x509 costs the agent's start-up time it rarely needs.
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+
     try:
         chain = x509.load_pem_x509_certificates(cert_pem)
     except ValueError:

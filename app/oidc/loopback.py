@@ -1,7 +1,8 @@
 """The loopback redirect listener for the browser login (RFC 8252 §7.3).
 
-Binds 127.0.0.1 on a random port, or the first free address of a list (for providers that
-register exact redirect URIs, like kubelogin's --listen-address), or exactly what
+Binds the first free address of a list (kubelogin's --listen-address; by default its
+127.0.0.1:8000 then 127.0.0.1:18000, redirect URI ``http://localhost:8000``), or 127.0.0.1 on a
+random port when the list is empty, or exactly what
 ``--oidc-redirect-url`` names (then that URL, byte for byte, is the redirect URI and only its
 path is served). With a certificate and key (``--local-server-cert/-key``) it serves HTTPS. A
 callback whose ``state`` is not ours gets an error page and is otherwise ignored: only the real
@@ -66,7 +67,10 @@ class LoopbackListener:
         if tls:
             self._wrap(tls)
         host, port = self._server.server_address[:2]
-        self.redirect_uri = redirect_url or f"{scheme}://{hostname or str(host)}:{port}/"
+        # kubelogin's form for named addresses (http://localhost:8000, no slash); a random
+        # port keeps the "/" that RFC 8252 registrations (http://127.0.0.1/) carry.
+        slash = "" if addresses else "/"
+        self.redirect_uri = redirect_url or f"{scheme}://{hostname or str(host)}:{port}{slash}"
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": POLL}, daemon=True
         )

@@ -11,6 +11,9 @@ from app import identity
 from exec_helper.options import HelperOptions, OptionsError
 
 DEFAULT_TIMEOUT = 180.0
+KUBELOGIN_LISTEN = ("127.0.0.1:8000", "127.0.0.1:18000")
+"""int128/kubelogin's default listen addresses, with redirect URI ``http://localhost:8000``:
+what its setup guide tells admins to register, so a kubelogin kubeconfig works unchanged."""
 
 
 @dataclass(frozen=True)
@@ -66,8 +69,9 @@ class OIDCSettings:
             extra_params=identity.auth_params(opts),
             use_access_token=opts.oidc_use_access_token,
             grant_type=opts.grant_type or ("password" if opts.username else "auto"),
-            listen_addresses=opts.listen_address,
-            redirect_hostname=opts.oidc_redirect_url_hostname,
+            listen_addresses=opts.listen_address
+            or (() if opts.oidc_redirect_url else KUBELOGIN_LISTEN),
+            redirect_hostname=opts.oidc_redirect_url_hostname or "localhost",
             redirect_url=opts.oidc_redirect_url,
             local_server_cert=opts.local_server_cert,
             local_server_key=opts.local_server_key,

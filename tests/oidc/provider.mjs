@@ -18,7 +18,9 @@ const nativeClient = (id, extra = {}) => ({
   client_id: id,
   application_type: 'native',
   token_endpoint_auth_method: 'none',
-  redirect_uris: ['http://127.0.0.1/', 'http://127.0.0.1/callback'],
+  // RFC 8252 loopback (any port) and kubelogin's exact defaults.
+  redirect_uris: ['http://127.0.0.1/', 'http://127.0.0.1/callback', 'http://localhost:8000',
+    'http://localhost:18000'],
   grant_types: ['authorization_code', 'refresh_token', 'urn:ietf:params:oauth:grant-type:device_code',
     ...(settings.password ? ['password'] : [])],
   response_types: ['code'],
