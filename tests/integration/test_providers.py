@@ -27,11 +27,11 @@ from tests.apiserver import NAMESPACES, APIServer
 from tests.idp import browser_available, browser_log
 from tests.peers import KubetrayEnv, kubectl_binaries, require
 from tests.pki import CA
-from tests.providers.peers import BROWSE, Provider, run_dot
+from tests.providers.peers import BROWSE, Provider, run_dot, run_llng
 
 pytestmark = [pytest.mark.usefixtures("keyring_session"), pytest.mark.slow]
 
-RUNNERS: dict[str, Callable[..., Any]] = {"dot": run_dot}
+RUNNERS: dict[str, Callable[..., Any]] = {"dot": run_dot, "llng": run_llng}
 KUBELOGIN_REDIRECT = "http://localhost:8000"
 """What int128/kubelogin sends by default, and what its setup guide tells admins to register."""
 SHORT = 12
@@ -39,9 +39,9 @@ SHORT = 12
 finishes a browser login in 2-3 s; today's kubetray waits this out."""
 
 
-@pytest.fixture(scope="module", params=sorted(RUNNERS))
+@pytest.fixture(params=sorted(RUNNERS))
 def provider(request: pytest.FixtureRequest) -> Iterator[Provider]:
-    """One provider per module and kind, long token lifetimes; tests use their own kubetray."""
+    """A fresh provider per test (a new issuer: the tests share one keyring), long lifetimes."""
     with RUNNERS[request.param]() as p:
         yield p
 
@@ -92,6 +92,7 @@ def args_for(provider: Provider, client_id: str | None = None, *extra: str) -> l
         f"--oidc-client-id={client_id or provider.client_id}",
         "--oidc-extra-scope=email",
         "--oidc-extra-scope=profile",
+        *(provider.redirect_args if client_id in (None, provider.client_id) else ()),
         *extra,
     ]
 
@@ -190,7 +191,7 @@ def test_browser_login_with_pkce_then_cached(
         first = kubectl(kt, config)
         assert first.returncode == 0, first.stderr
         assert first.stdout.split() == [f"namespace/{n}" for n in NAMESPACES]
-        assert f"as {provider.email}" in first.stderr
+        assert f"as {provider.who}" in first.stderr
         second = kubectl(kt, config)
         assert second.returncode == 0 and second.stderr == ""
     [login] = opened(browser)
@@ -198,7 +199,7 @@ def test_browser_login_with_pkce_then_cached(
     done = [e for e in browser_log(browser) if e["event"] == "done"]
     assert "login" in done[0]["steps"]  # the provider's own login form, filled in
     entry = oidc_identity(kt)
-    assert entry["who"] == provider.email and entry["state"] == "ready"
+    assert entry["who"] == provider.who and entry["state"] == "ready"
     assert entry["refreshable"] is True
 
 
@@ -224,18 +225,19 @@ def test_refresh_across_expiry_rotates_and_never_reuses(
     assert first.returncode == 0, first.stderr
     tokens = {json.loads(first.stdout)["status"]["token"]}
     [issued] = set(provider.live_refresh_tokens()) - before
-    deadline = time.monotonic() + 15  # two and a half token lifetimes
+    deadline = time.monotonic() + 13  # two token lifetimes and then some
     while time.monotonic() < deadline:
         done = kt.run_helper(*args)
         assert done.returncode == 0, done.stderr
         tokens.add(json.loads(done.stdout)["status"]["token"])
-        time.sleep(1)
+        time.sleep(0.5)
     live = set(provider.live_refresh_tokens()) - before
     assert len(opened(browser)) == 1  # one login for everything
     assert len(tokens) >= 3  # new id_tokens across expiries
-    # The provider rotated the refresh token and kubetray kept the newest: exactly one of this
-    # login's refresh tokens is still honoured (a reused one would have revoked them all).
-    assert len(live) == 1 and live != {issued}
+    # Exactly one of this login's refresh tokens is still honoured: where the provider rotates,
+    # a new one that kubetray kept (presenting a used one would have revoked them all).
+    assert len(live) == 1
+    assert (live != {issued}) if provider.rotates_refresh_tokens else (live == {issued})
     assert oidc_identity(kt)["refreshes"] >= 2
 
 
@@ -259,6 +261,8 @@ def logout_and_check(kt: KubetrayEnv, provider: Provider) -> tuple[str, list[str
 def test_logout_revokes_the_refresh_token_at_the_provider(
     request: pytest.FixtureRequest, kt: KubetrayEnv, provider: Provider, browser: Path
 ) -> None:
+    if not provider.revocation:
+        pytest.skip(f"{provider.name} {provider.version} has no revocation endpoint (RFC 7009)")
     finding(request, provider, "revocation")
     _, still_valid = logout_and_check(kt, provider)
     assert still_valid == []

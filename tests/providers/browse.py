@@ -33,7 +33,7 @@ APPROVE = (
     "input[name=allow]",
     "button[value=accept]",
     "button#accept",
-    "button[name=confirm]",
+    "button[type=submit]:has-text('Accept')",
 )
 
 

@@ -41,6 +41,13 @@ class Provider:
     kubelogin_client_id: str
     """A public client whose only redirect URIs are kubelogin's: http://localhost:8000 (18000)."""
     device_client_id: str | None = None
+    who: str = ""
+    """What kubetray shows as the logged-in user: the email claim, else sub."""
+    rotates_refresh_tokens: bool = True
+    revocation: bool = True
+    """Whether the provider has a revocation endpoint at all (advertised or not)."""
+    redirect_args: tuple[str, ...] = ()
+    """kubetray flags that make its redirect URI the one registered for ``client_id``."""
     live_refresh_tokens: Callable[[], list[str]] = field(default=lambda: [])
     log: Path | None = None
 
@@ -153,6 +160,7 @@ def run_dot(**settings: Any) -> Iterator[Provider]:
             user="alice",
             password="alice-password",
             email="alice@example.test",
+            who="alice@example.test",
             client_id="kubectl",
             kubelogin_client_id="kubelogin",
             device_client_id="kubectl-device",
@@ -162,3 +170,39 @@ def run_dot(**settings: Any) -> Iterator[Provider]:
     finally:
         stop(proc)
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def run_llng(access_ttl: int = 3600, id_ttl: int = 3600) -> Iterator[Provider]:
+    """LemonLDAP::NG from Debian behind nginx (tests/providers/llng): token lifetimes per RP."""
+    from tests.providers import llng
+
+    require(llng.available(), "lemonldap-ng and nginx are not installed: run `make system-deps`")
+    with llng.run(ttl=min(access_ttl, id_ttl)) as started:
+        sessions = Path(started["dir"]) / "sessions"
+
+        def live() -> list[str]:
+            """Refresh tokens are OIDC sessions on disk, named by the token itself."""
+            found = []
+            for f in sessions.iterdir():
+                if f.is_file() and b'"_type":"refresh_token"' in f.read_bytes().replace(b" ", b""):
+                    found.append(f.name)
+            return found
+
+        yield Provider(
+            name="LemonLDAP::NG",
+            version=llng.version(),
+            issuer=started["issuer"],
+            user="dwho",
+            password="dwho",
+            email="dwho@badwolf.org",
+            # Its id_tokens carry sub only: the claims are at the userinfo endpoint.
+            who="dwho",
+            rotates_refresh_tokens=False,
+            revocation=False,
+            client_id="kubectl",
+            kubelogin_client_id="kubelogin",
+            redirect_args=(f"--listen-address=127.0.0.1:{started['loopback_port']}",),
+            live_refresh_tokens=live,
+            log=Path(started["dir"]) / "fastcgi.log",
+        )
