@@ -1,7 +1,7 @@
 // The real OpenID Provider for kubetray's tests: npm oidc-provider on 127.0.0.1, port 0.
 // Prints one JSON line {"issuer": ...} when ready. Settings come as one JSON argument:
 //   {"ttl": {"AccessToken": 60, "IdToken": 60, ...}, "extraClients": [...], "password": true,
-//    "dateSkew": 300}
+//    "dateSkew": 300, "noIdTokenOnRefresh": true, "revocationNeedsClientAuth": true}
 // Logins use oidc-provider's devInteractions pages: any login name, any password.
 import { generateKeyPairSync } from 'node:crypto';
 import http from 'node:http';
@@ -47,7 +47,19 @@ const provider = new Provider(issuer, {
   features: {
     devInteractions: { enabled: true },
     deviceFlow: { enabled: true },
-    revocation: { enabled: true },
+    revocation: {
+      enabled: true,
+      // A provider that lets only authenticated (confidential) clients revoke: a public client
+      // gets 401 invalid_client, as some providers answer.
+      ...(settings.revocationNeedsClientAuth ? {
+        allowedPolicy: async (ctx, client, token) => {
+          if (client.clientAuthMethod === 'none') {
+            throw new errors.InvalidClient('client authentication is required to revoke tokens');
+          }
+          return token.clientId === client.clientId;
+        },
+      } : {}),
+    },
   },
   ttl,
   clockTolerance: 0,
@@ -98,6 +110,18 @@ if (settings.password) {
     ctx.body = { access_token: accessToken, id_token: idToken, refresh_token: refreshToken,
       expires_in: at.expiration, token_type: 'Bearer', scope };
   }, parameters);
+}
+
+if (settings.noIdTokenOnRefresh) {
+  // A provider that never sends an id_token on refresh (OpenID Connect Core §12.2 allows it),
+  // through oidc-provider's own post-processing middleware (provider.use).
+  provider.use(async (ctx, next) => {
+    await next();
+    if (ctx.oidc?.route === 'token' && ctx.oidc.params?.grant_type === 'refresh_token'
+      && ctx.body && typeof ctx.body === 'object') {
+      delete ctx.body.id_token;
+    }
+  });
 }
 
 // Counters the tests read: how many token requests of each grant type, and failures.

@@ -1,0 +1,1 @@
+"""django-oauth-toolkit with OpenID Connect, set up the way its documentation says."""

@@ -1,0 +1,1 @@
+"""The test project's own app: the login page template and the bootstrap command."""
