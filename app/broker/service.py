@@ -250,7 +250,7 @@ class Service:
                 said = (
                     "the refresh token is revoked at the provider"
                     if outcome.revoked
-                    else f"the refresh token is NOT revoked: {outcome.reason}"
+                    else f"the refresh token is not revoked: {outcome.reason}"
                 )
                 send(_result(0, stdout=f"logged out of {name} (tokens forgotten here); {said}\n"))
             else:

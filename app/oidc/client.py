@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 from authlib.common.security import generate_token
 from authlib.oauth2 import OAuth2Error as OAuthError
@@ -173,6 +174,9 @@ class OIDCClient:
                 "use the issuer URL exactly as the provider states it",
             )
 
+        if not doc.get("revocation_endpoint"):
+            doc = {**self._oauth_metadata(), **doc}
+
         def tup(key: str) -> tuple[str, ...]:
             value = doc.get(key) or ()
             return tuple(value) if isinstance(value, list) else ()
@@ -201,6 +205,22 @@ class OIDCClient:
         with self._lock:
             self._metadata = meta
         return meta
+
+    def _oauth_metadata(self) -> dict[str, Any]:
+        """What RFC 8414 metadata adds that OpenID discovery left out (django-oauth-toolkit
+        names its revocation endpoint only there): endpoints on the issuer's own host."""
+        issuer = urlsplit(self.settings.issuer)
+        url = f"{issuer.scheme}://{issuer.netloc}/.well-known/oauth-authorization-server"
+        try:
+            doc = self._get_json(url + issuer.path)
+        except LoginError:
+            return {}
+        own = f"{issuer.scheme}://{issuer.netloc}/"
+        keys = ("revocation_endpoint", "revocation_endpoint_auth_methods_supported")
+        endpoint = doc.get("revocation_endpoint")
+        if not isinstance(endpoint, str) or not endpoint.startswith(own):
+            return {}
+        return {k: doc[k] for k in keys if k in doc}
 
     def _key_set(self, refetch: bool = False) -> KeySet:
         with self._lock:

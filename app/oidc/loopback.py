@@ -63,25 +63,26 @@ class LoopbackListener:
             bind = "127.0.0.1" if url.hostname == "localhost" else url.hostname
             addresses = (f"{bind}:{url.port or (443 if url.scheme == 'https' else 80)}",)
             self._path = url.path or "/"
-        self._server = self._bind(addresses or ("127.0.0.1:0",))
+        self._server, bound = self._bind(addresses or ("127.0.0.1:0",))
         if tls:
             self._wrap(tls)
         host, port = self._server.server_address[:2]
-        # kubelogin's form for named addresses (http://localhost:8000, no slash); a random
-        # port keeps the "/" that RFC 8252 registrations (http://127.0.0.1/) carry.
-        slash = "" if addresses else "/"
+        # kubelogin's form for a named port (http://localhost:8000, no slash); a random port
+        # (":0") keeps the "/" of RFC 8252 registrations (http://127.0.0.1/, any port).
+        slash = "/" if bound.endswith(":0") else ""
         self.redirect_uri = redirect_url or f"{scheme}://{hostname or str(host)}:{port}{slash}"
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": POLL}, daemon=True
         )
         self._thread.start()
 
-    def _bind(self, addresses: tuple[str, ...]) -> HTTPServer:
+    def _bind(self, addresses: tuple[str, ...]) -> tuple[HTTPServer, str]:
+        """The server on the first address that is free, and that address."""
         errors = []
         for address in addresses:
             host, _, port = address.rpartition(":")
             try:
-                return HTTPServer((host or "127.0.0.1", int(port)), self._handler())
+                return HTTPServer((host or "127.0.0.1", int(port)), self._handler()), address
             except (OSError, ValueError) as e:
                 errors.append(f"{address}: {e}")
         raise LoginError(

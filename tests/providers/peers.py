@@ -164,6 +164,12 @@ def run_dot(**settings: Any) -> Iterator[Provider]:
             client_id="kubectl",
             kubelogin_client_id="kubelogin",
             device_client_id="kubectl-device",
+            # Registered the RFC 8252 way (http://127.0.0.1/, any port): say so to kubetray,
+            # whose default is kubelogin's exact http://localhost:8000.
+            redirect_args=(
+                "--listen-address=127.0.0.1:0",
+                "--oidc-redirect-url-hostname=127.0.0.1",
+            ),
             live_refresh_tokens=live,
             log=log,
         )
@@ -202,7 +208,7 @@ def run_llng(access_ttl: int = 3600, id_ttl: int = 3600) -> Iterator[Provider]:
             revocation=False,
             client_id="kubectl",
             kubelogin_client_id="kubelogin",
-            redirect_args=(f"--listen-address=127.0.0.1:{started['loopback_port']}",),
+            redirect_args=(f"--oidc-redirect-url=http://127.0.0.1:{started['loopback_port']}/",),
             live_refresh_tokens=live,
             log=Path(started["dir"]) / "fastcgi.log",
         )
