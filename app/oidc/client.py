@@ -341,6 +341,7 @@ class OIDCClient:
                     raise LoginError("no code was entered")
                 code = _code_from_answer(answer.strip(), state)
             else:
+                self._check_login_request(url, redirect_uri)
                 opened = not s.skip_open_browser and ui.open_browser(url)
                 ui.show(
                     "Waiting for the login in your browser…"
@@ -358,6 +359,27 @@ class OIDCClient:
             grant_type="authorization_code",
         )
         return self._token_set(response, nonce)
+
+    def _check_login_request(self, url: str, redirect_uri: str) -> None:
+        """Fail at once when the provider refuses the authorization request itself (an
+        unregistered redirect URI, an unknown client), instead of after the browser's timeout.
+
+        One GET without following redirects: a provider that accepts the request answers
+        with its login page or a redirect to it; one that refuses it answers 4xx (and must
+        not redirect to an unregistered URI). What it cannot tell before its login page,
+        it cannot tell here either.
+        """
+        try:
+            status = self._transport().status(url)
+        except TransportError:
+            return  # the browser will show what is wrong with the network
+        if 400 <= status < 500:
+            raise LoginError(
+                f"the provider refused the login request (HTTP {status}); kubetray sent the "
+                f"redirect URI {redirect_uri} for client {self.settings.client_id}",
+                f"register exactly {redirect_uri} for that client at the provider, or give "
+                "kubetray the registered one with --oidc-redirect-url",
+            )
 
     def device_code(self, ui: LoginUI) -> TokenSet:
         """The device authorization grant (RFC 8628)."""

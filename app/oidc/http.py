@@ -105,6 +105,14 @@ class Session:
             _KeepErrors(),
         ):
             self._opener.add_handler(handler)
+        self._no_redirects = urllib.request.OpenerDirector()
+        for handler in (
+            urllib.request.ProxyHandler(),
+            urllib.request.HTTPHandler(),
+            urllib.request.HTTPSHandler(context=context),
+            _KeepErrors(),
+        ):
+            self._no_redirects.add_handler(handler)
 
     def request(
         self,
@@ -136,6 +144,19 @@ class Session:
         except (urllib.error.URLError, OSError, ValueError) as e:
             reason = getattr(e, "reason", e)
             raise TransportError(str(reason)) from None
+
+    def status(self, url: str, timeout: float = TIMEOUT) -> int:
+        """The HTTP status of a GET of ``url``, redirects not followed (the body is dropped)."""
+        if urllib.parse.urlsplit(url).scheme not in ("http", "https"):
+            raise TransportError(f"not an http(s) URL: {url}")
+        req = urllib.request.Request(  # noqa: S310 - the scheme is checked above
+            url, headers={"User-Agent": USER_AGENT}, method="GET"
+        )
+        try:
+            with self._no_redirects.open(req, timeout=timeout) as answer:
+                return int(answer.status)
+        except (urllib.error.URLError, OSError, ValueError) as e:
+            raise TransportError(str(getattr(e, "reason", e))) from None
 
     def get(self, url: str, **kwargs: Any) -> Response:
         return self.request("GET", url, **kwargs)
