@@ -11,7 +11,8 @@ from app.broker.ipc_server import IPCServer, Listener
 from app.broker.logins import Logins
 from app.broker.service import Service
 from app.oidc.browser import Browser
-from app.store import keyring_store
+from app.store import choice, keyring_store
+from app.store.choice import StoreChoice
 from app.store.keyring_store import KeyringSecretStore
 from app.store.secret_store import SecretStore
 from app.stored import StoredCredentials
@@ -24,6 +25,15 @@ if TYPE_CHECKING:
 def secret_store(timeout: float = keyring_store.TIMEOUT) -> SecretStore:
     """The OS keyring, with sealed files under the config directory."""
     return KeyringSecretStore(os.path.join(paths.config_dir(), "secrets"), timeout)
+
+
+def token_store(kind: str | None = None) -> StoreChoice:
+    """Where the agent keeps login tokens: ``kind``, else the setting (auto by default)."""
+    if kind is None:
+        from app.settings import Settings
+
+        kind = Settings.load().secret_store
+    return choice.choose(kind, KeyringSecretStore(os.path.join(paths.config_dir(), "secrets")))
 
 
 def stored_credentials(store: SecretStore | None = None) -> StoredCredentials:
@@ -60,24 +70,34 @@ class Agent:
     service: Service
     broker: Broker
     logins: Logins
+    store: StoreChoice
 
 
 def agent(
-    store: SecretStore | None = None, default_browser: Callable[[], str] | None = None
+    store: SecretStore | None = None,
+    default_browser: Callable[[], str] | None = None,
+    store_kind: str | None = None,
 ) -> Agent:
     """Broker, logins, service and listener, wired (the listener is not open yet).
 
+    ``store`` (tests) stands for the keyring; otherwise ``store_kind`` or the setting picks
+    where tokens live. Stored credentials always use the keyring: they must persist.
     ``default_browser`` gives the browser command for identities that name none (a setting).
     """
-    store = store or secret_store()
+    tokens = StoreChoice(store, choice.KEYRING, None) if store else token_store(store_kind)
 
     def browser(command: str | None) -> Browser:
         return Browser(command or (default_browser() if default_browser else None) or None)
 
     logins = Logins(
-        store, os.path.join(paths.config_dir(), "identities.json"), clock=utcnow, browser=browser
+        tokens.store,
+        os.path.join(paths.config_dir(), "identities.json"),
+        clock=utcnow,
+        browser=browser,
     )
+    logins.notice = tokens.notice
     broker = Broker(stored_credentials(store), logins=logins)
     lst = listener()
     service = Service(broker, clock=utcnow, socket=lst.address)
-    return Agent(IPCServer(lst, service), service, broker, logins)
+    service.facts = {"store": tokens.kind, "store_notice": tokens.notice}
+    return Agent(IPCServer(lst, service), service, broker, logins, tokens)

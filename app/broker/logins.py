@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from app import jsonfile
 from app.errors import AppError, CredentialError
 from app.model import Identity
-from app.oidc.browser import Browser
+from app.oidc.browser import Browser, remote_grant
 from app.oidc.loopback import LoginError
 from app.oidc.settings import OIDCSettings
 from app.oidc.tokens import MIN_MARGIN, TokenSet
@@ -83,6 +83,13 @@ class Login:
         self.browsers_opened = 0
         self.url: str | None = None
         self.device: tuple[str, str] | None = None
+        self.browser_error: str | None = None
+
+    def abort(self, reason: str) -> None:
+        """End the wait of every caller now with ``reason`` (kubetray is going away)."""
+        self.error = LoginError(reason)
+        self.cancelled.set()
+        self.done.set()
 
     def join(self, conv: Conversation) -> None:
         with self._lock:
@@ -109,11 +116,20 @@ class Login:
         return self._browser.available()
 
     def open_browser(self, url: str) -> bool:
+        self.url = url
         if not self._browser.available():
             return False
         self.browsers_opened += 1
-        self.url = url
-        return self._browser.open(url)
+        if self._browser.open(url, self._browser_failed):
+            return True
+        self.browser_error = "the browser could not be started"
+        return False
+
+    def _browser_failed(self, why: str) -> None:
+        if self.done.is_set():
+            return
+        self.browser_error = why
+        self.show(f"The browser did not open ({why}). Open this URL to log in: {self.url}")
 
     def show_device_code(self, user_code: str, uri: str) -> None:
         self.device = (user_code, uri)
@@ -181,6 +197,8 @@ class Logins:
         self.observers: list[LoginObserver] = []
         self.desktop = False
         """A desktop app (the tray) hosts these logins: it can always show and ask."""
+        self.notice: str | None = None
+        """Said once, at the first login (that tokens are kept in memory only)."""
         self._scheduler = threading.Thread(target=self._refresh_ahead, name="refresh", daemon=True)
         self._scheduler.start()
 
@@ -374,7 +392,7 @@ class Logins:
             login.result = tokens
             login.show(f"Logged in to {st.identity.name} as {tokens.who()}.")
         except AppError as e:
-            login.error = e
+            login.error = login.error or e  # abort() has told the callers already
             with st.lock:
                 st.blocked_until = self._clock() + BLOCK_AFTER_FAILURE
                 st.blocked_reason = f"failed: {e.message}"
@@ -395,18 +413,24 @@ class Logins:
         settings, client = st.settings, st.client
         grant = settings.grant_type
         login.show(f"Logging in to {st.identity.name} ({settings.issuer})…")
+        if self.notice:
+            login.show(self.notice)
+            self.notice = None
         if grant == "password":
             return client.password(login)
         if grant == "authcode-keyboard":
             return client.authorization_code(login, keyboard=True)
         if grant == "device-code":
             return client.device_code(login)
-        if (
-            grant == "auto"
-            and not login.browser_available
-            and (client.metadata().device_authorization_endpoint)
-        ):
-            return client.device_code(login)
+        if grant == "auto" and not login.browser_available:
+            device = bool(client.metadata().device_authorization_endpoint)
+            remote = remote_grant(device)
+            if remote is not None:
+                login.show(remote[1])
+                if remote[0] == "authcode-keyboard":
+                    return client.authorization_code(login, keyboard=True)
+            if device:
+                return client.device_code(login)
         return client.authorization_code(login)
 
     def cancel(self, name: str) -> bool:

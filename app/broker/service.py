@@ -7,6 +7,7 @@ and ``stderr`` as given and exits with ``exit``.
 import functools
 import json
 import logging
+import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict
@@ -92,6 +93,10 @@ class Service:
         self._socket = socket
         self.on_show: Callable[[], None] | None = None
         """Set by the tray: a second `kubetray` asks the running one to show itself."""
+        self.on_stop: Callable[[bool], None] | None = None
+        """Set by the agent and the app: `kubetray stop` (True: once no login is in flight)."""
+        self.facts: dict[str, Any] = {}
+        """More about this agent for status (where tokens are kept)."""
 
     def handle(
         self, request: dict[str, Any], pid: int | None, send: Send, receive: Receive
@@ -113,6 +118,9 @@ class Service:
             else:
                 self.on_show()
                 send(_result(0))
+        elif op == "stop" and self.on_stop is not None:
+            self.on_stop(bool(request.get("when_idle")))
+            send(_result(0, stdout=self._json({"pid": os.getpid()})))
         elif op == "invalidate":
             self._broker.invalidate(str(request.get("name", "")))
             send(_result(0))
@@ -125,10 +133,13 @@ class Service:
 
     def status(self) -> dict[str, Any]:
         """The broker's status plus facts about this agent."""
-        import os
-
         doc = self._broker.status()
-        doc["agent"] = {"pid": os.getpid(), "version": __version__, "socket": self._socket}
+        doc["agent"] = {
+            "pid": os.getpid(),
+            "version": __version__,
+            "socket": self._socket,
+            **self.facts,
+        }
         return doc
 
     def _account(self, op: str, request: dict[str, Any], send: Send, receive: Receive) -> None:

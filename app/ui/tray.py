@@ -4,8 +4,8 @@ what the controller reports and forwards clicks."""
 from functools import partial
 from typing import Any
 
-from PySide6.QtCore import QObject, QTimer
-from PySide6.QtGui import QAction
+from PySide6.QtCore import QObject, QTimer, QUrl
+from PySide6.QtGui import QAction, QDesktopServices
 from PySide6.QtWidgets import QApplication, QMenu, QSystemTrayIcon, QWidget
 from shiboken6 import Shiboken
 
@@ -27,6 +27,16 @@ def dispose(obj: QObject) -> None:
     if isinstance(obj, QWidget):
         obj.close()
     Shiboken.delete(obj)
+
+
+def open_link(url: str) -> None:
+    """Open a login page with the desktop's handler (the person asked for it)."""
+    QDesktopServices.openUrl(QUrl(url))
+
+
+def copy_link(url: str) -> None:
+    """Put a login link on the clipboard, to open it in any browser."""
+    QApplication.clipboard().setText(url)
 
 
 class TrayApp(QObject):
@@ -91,6 +101,7 @@ class TrayApp(QObject):
                 i.get("kind"),
                 i.get("state"),
                 i["name"] in self.controller.in_progress,
+                bool(self.controller.login_link(str(i["name"]))),
                 tuple(i.get("clusters") or ()),
             )
             for i in identities
@@ -140,12 +151,19 @@ class TrayApp(QObject):
             if ident.get("kind") != "oidc":
                 continue
             if name in c.in_progress:
+                link = c.login_link(name)
+                if link:
+                    menu.addAction("Open login page", partial(open_link, link))
+                    menu.addAction("Copy link", partial(copy_link, link))
                 menu.addAction("Cancel login", partial(c.cancel, name))
             elif ident.get("state") in ("needs login", "expired", "error"):
                 menu.addAction("Log in", partial(c.log_in, name))
             else:
                 menu.addAction("Log out", partial(c.log_out, name))
                 menu.addAction("Switch account", partial(c.log_in, name, again=True))
+        if c.store_notice:
+            menu.addSeparator()
+            menu.addAction(c.store_notice[:1].upper() + c.store_notice[1:]).setEnabled(False)
         menu.addSeparator()
         menu.addAction("Log in to all", c.log_in_to_all)
         menu.addAction("Add cluster…", self.add_cluster)
