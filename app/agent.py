@@ -35,8 +35,8 @@ def run(store: str | None = None) -> int:
         log.info("stopping on request%s", " once no login is in flight" if when_idle else "")
         if when_idle:
             lifecycle.stop_when_idle(parts.logins, server.shutdown)
-        else:
-            threading.Thread(target=shutdown, daemon=True).start()
+        else:  # after the answer to `kubetray stop` has left
+            threading.Timer(lifecycle.SETTLE, shutdown).start()
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)

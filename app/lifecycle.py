@@ -34,7 +34,7 @@ def stop_when_idle(logins: Logins, stop: Callable[[], None], limit: float = 900.
 
     def wait() -> None:
         deadline = time.monotonic() + limit
-        waiting = had = in_flight(logins)
+        waiting = in_flight(logins)
         if waiting:
             log.info("stopping once the login to %s ends", ", ".join(waiting))
         while waiting and time.monotonic() < deadline:
@@ -42,8 +42,7 @@ def stop_when_idle(logins: Logins, stop: Callable[[], None], limit: float = 900.
             waiting = in_flight(logins)
         if waiting:
             end_logins(logins, "stopped")
-        elif had:
-            time.sleep(SETTLE)
+        time.sleep(SETTLE)  # the answers (to the callers, to `stop`) leave first
         stop()
 
     threading.Thread(target=wait, name="stop-when-idle", daemon=True).start()
