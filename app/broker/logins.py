@@ -84,6 +84,7 @@ class Login:
         self.url: str | None = None
         self.device: tuple[str, str] | None = None
         self.browser_error: str | None = None
+        """What the callers were told when the browser failed."""
 
     def abort(self, reason: str) -> None:
         """End the wait of every caller now with ``reason`` (kubetray is going away)."""
@@ -122,14 +123,16 @@ class Login:
         self.browsers_opened += 1
         if self._browser.open(url, self._browser_failed):
             return True
-        self.browser_error = "the browser could not be started"
+        self._browser_failed("it could not be started")
         return False
 
     def _browser_failed(self, why: str) -> None:
         if self.done.is_set():
             return
-        self.browser_error = why
-        self.show(f"The browser did not open ({why}). Open this URL to log in: {self.url}")
+        self.browser_error = (
+            f"The browser did not open ({why}). Open this URL to log in: {self.url}"
+        )
+        self.show(self.browser_error)
 
     def show_device_code(self, user_code: str, uri: str) -> None:
         self.device = (user_code, uri)

@@ -99,7 +99,6 @@ class TrayController(QObject):
         self.store_notice: str | None = None
         """Shown in the menu when tokens will not outlive the app (no OS keyring)."""
         self._warned_expiring: set[tuple[str, str]] = set()
-        self._told_browser: set[Login] = set()
         logins.desktop = True
         self.apply_settings()
         logins.observers.append(self)
@@ -140,9 +139,8 @@ class TrayController(QObject):
 
     def _on_progress(self, name: str, text: str) -> None:
         login = self.in_progress.get(name)
-        if login is None or not login.browser_error or login in self._told_browser:
+        if login is None or text != login.browser_error:
             return
-        self._told_browser.add(login)
         if self.settings.notify_failures:
             self.notify.emit("browser", name, f"The browser did not open for {name}", text)
 
