@@ -1,7 +1,6 @@
 """The kubetray command line: the one place that prints to a console and picks exit codes."""
 
 import argparse
-import contextlib
 import json
 import sys
 from collections.abc import Callable, Sequence
@@ -100,9 +99,17 @@ def _take_over() -> None:
         file=sys.stderr,
         flush=True,
     )
-    with contextlib.suppress(OSError):  # it may go before its answer does
-        client.call("stop", when_idle=True)
-    _wait_gone(900.0)
+    try:
+        result = client.call("stop", when_idle=True)
+    except OSError:  # it went before its answer did
+        result = {"exit": 0}
+    if result.get("exit") != 0:
+        raise AppError(
+            f"a headless kubetray agent (pid {pid}) runs and cannot hand over to the app",
+            f"end it (kill {pid}), then start kubetray again",
+        )
+    if not _wait_gone(900.0):
+        raise AppError(f"the headless kubetray agent (pid {pid}) did not stop")
 
 
 def _wait_gone(limit: float) -> bool:
@@ -117,6 +124,8 @@ def _wait_gone(limit: float) -> bool:
             client.call("status")
         except AgentNotRunning:
             return True
+        except OSError:
+            pass  # it is closing
         time.sleep(0.1)
     return False
 

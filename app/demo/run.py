@@ -13,6 +13,8 @@ from app import installation
 from app.demo.apiserver import DemoAPIServer
 from app.demo.provider import CLIENT_ID, DemoProvider
 from app.errors import AppError
+from app.oidc.browser import Browser
+from app.settings import Settings
 from exec_helper import paths
 
 IDP_PORT, API_PORT = 48080, 48443
@@ -156,18 +158,22 @@ def run(headless: bool | None = None, store: str | None = None) -> int:
     api = DemoAPIServer(token_check(provider), API_PORT)  # type: ignore[arg-type]
     provider.start()
     api.start()
-    write_kubeconfig(kubeconfig, provider, api, terminal=headless)
+    # No browser can open here (no display, or SSH): the login is a prompt in kubectl's terminal.
+    terminal = not Browser(Settings.load().browser_command or None).available()
+    write_kubeconfig(kubeconfig, provider, api, terminal=terminal)
     print("kubetray demo: a DEMO identity provider (signs anyone in as demo@kubetray.test)")
     print(f"  provider {provider.issuer}   API server {api.url}")
     print(f"  kubetray is {_kubetray_path()} (status, stop, login: the hints below use it)")
     print("In another terminal, run:\n")
     print(f"  kubectl --kubeconfig {kubeconfig} get ns\n", flush=True)
-    if headless:
+    if terminal:
         print(
-            "(no desktop here: the headless agent runs, and kubectl asks for a username and a "
-            "password in its terminal: this DEMO provider accepts any)",
+            "(no browser here: kubectl asks for a username and a password in its terminal; "
+            "this DEMO provider accepts any)",
             flush=True,
         )
+    if headless:
+        print("(no desktop here: the headless agent runs)", flush=True)
         from app import agent
 
         return agent.run(store=store)

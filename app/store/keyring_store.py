@@ -194,12 +194,12 @@ def _translate(error: BaseException) -> BaseException:
     if isinstance(error, ke.KeyringLocked):
         return StoreUnavailable("the OS keyring is locked", "unlock it and try again")
     if isinstance(error, ke.InitError):
-        return NoKeyring(f"the OS keyring could not be opened: {error}", _REMEDY)
+        return StoreUnavailable(f"the OS keyring could not be opened: {error}", _REMEDY)
     if isinstance(error, ke.KeyringError):
         return StoreError(f"the OS keyring failed: {error}")
     if isinstance(error, Exception) and type(error).__module__.split(".")[0] in (
         "secretstorage",
         "jeepney",
     ):
-        return NoKeyring(f"the Secret Service failed: {error}", _REMEDY)
+        return StoreUnavailable(f"the Secret Service failed: {error}", _REMEDY)
     return error

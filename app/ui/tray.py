@@ -56,6 +56,8 @@ class TrayApp(QObject):
             self.tray.show()
         else:
             self.status_window = StatusWindow(controller)
+            if controller.store_notice:
+                self.status_window.show_notice("No OS keyring", controller.store_notice)
             self.status_window.show()
         self.device_windows: dict[str, DeviceCodeWindow] = {}
         self.diagnostics: DiagnosticsWindow | None = None

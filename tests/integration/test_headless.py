@@ -286,3 +286,47 @@ def test_over_ssh_no_browser_starts_and_the_device_code_logs_in(
     assert "namespace/kubetray-proof" in out
     assert browser_log(agent_log) == []  # kubetray started no browser
     assert idp.counts().get("urn:ietf:params:oauth:grant-type:device_code") == 1
+
+
+def test_over_ssh_without_a_device_endpoint_the_code_is_pasted(kt: KubetrayEnv) -> None:
+    """The demo provider has no device endpoint: kubetray says so and asks for the code."""
+    import pexpect
+    import requests
+
+    from app.demo.provider import CLIENT_ID, DemoProvider
+
+    for name in ("DISPLAY", "WAYLAND_DISPLAY"):
+        kt.env.pop(name, None)
+    kt.env.update(SSH_CONNECTION="192.0.2.10 50022 192.0.2.20 22", KUBETRAY_BROWSER="false")
+    provider = DemoProvider().start()
+    try:
+        child = pexpect.spawn(
+            sys.executable,
+            [
+                "-m",
+                "app",
+                "login",
+                "--",
+                f"--oidc-issuer-url={provider.issuer}",
+                f"--oidc-client-id={CLIENT_ID}",
+                "--oidc-redirect-url-authcode-keyboard=http://127.0.0.1/",
+            ],
+            env=kt.env,
+            cwd=str(ROOT),
+            encoding="utf-8",
+            timeout=60,
+        )
+        expect(child, "Over SSH, and the provider has no device code login")
+        expect(child, r"Open this URL in a browser and log in: (\S+)")
+        url = child.match.group(1)
+        expect(child, "Enter the code")
+        # The person, in a browser elsewhere: clicks Sign in, lands on a page that cannot load,
+        # and pastes the URL it ended on.
+        signed_in = requests.post(url, allow_redirects=False, timeout=10)
+        child.sendline(signed_in.headers["Location"])
+        expect(child, "logged in to")
+        child.expect(pexpect.EOF)
+        child.close()
+        assert child.exitstatus == 0, child.before
+    finally:
+        provider.stop()

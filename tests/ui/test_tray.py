@@ -188,10 +188,13 @@ def test_no_tray_shows_a_status_window(qtbot, parts) -> None:  # type: ignore[no
     broker, logins, stored = parts
     now = datetime.now(UTC)
     stored.save(StoredCredential(name="dev", token="t"), now)
-    view = TrayApp(TrayController(broker, logins, Settings(), utcnow))  # offscreen: no tray
+    controller = TrayController(broker, logins, Settings(), utcnow)
+    controller.store_notice = "no OS keyring here: tokens are kept in memory until the agent stops"
+    view = TrayApp(controller)  # offscreen: no tray
     assert view.tray is None and isinstance(view.status_window, StatusWindow)
     view.timer.stop()
     assert view.status_window.isVisible()
+    assert "tokens are kept in memory" in view.status_window.notice.text()
     assert view.status_window.table.item(0, 0).text() == "dev"
     view.show_notification("failure", "x", "Login to x failed", "because")
     assert "Login to x failed" in view.status_window.notice.text()
