@@ -23,15 +23,26 @@ $(NODE_DEPS): tests/oidc/package.json tests/oidc/package-lock.json
 	cd tests/oidc && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
+RUNTIME := $(VENV)/.runtime
+
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test,dev]'
+	$(BIN)/python -m exec_helper.dev_launcher $(BIN)/kubetray-exec
+	@touch $@ $(RUNTIME)
+
+# What running kubetray needs, and nothing of the test and dev tools (`make run` on a new machine).
+$(RUNTIME): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check -e .
 	$(BIN)/python -m exec_helper.dev_launcher $(BIN)/kubetray-exec
 	@touch $@
 
 install: $(STAMP) ## create .venv with kubetray, kubetray-exec (fast launcher) and test tools
 
-run: install ## try kubetray: the app with a demo provider, API server and kubeconfig
+run: $(RUNTIME) ## try kubetray: a demo provider, API server and kubeconfig (runtime deps only)
+	@echo "kubetray and kubetray-exec are in $(abspath $(BIN)); to use the hints below here:"
+	@echo "  export PATH=\"$(abspath $(BIN)):\$$PATH\""
 	$(BIN)/kubetray demo
 
 lint: install ## ruff and mypy (also for Windows and macOS)

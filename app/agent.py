@@ -6,29 +6,44 @@ import sys
 import threading
 from types import FrameType
 
-from app import __version__, compose
+from app import __version__, compose, lifecycle
 
 log = logging.getLogger("kubetray.agent")
 
 
-def run() -> int:
-    """Serve until SIGTERM or SIGINT. AgentRunning propagates when another agent serves."""
+def run(store: str | None = None) -> int:
+    """Serve until SIGTERM, SIGINT or `kubetray stop`. AgentRunning propagates when another
+    agent serves. ``store`` overrides the secret-store setting (keyring, memory, auto)."""
     logging.basicConfig(
         stream=sys.stderr,
         level=logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    parts = compose.agent()
+    parts = compose.agent(store_kind=store)
     server = parts.server
     server.listener.open()
 
+    def shutdown() -> None:
+        lifecycle.end_logins(parts.logins, "stopped")
+        server.shutdown()
+
     def stop(signum: int, _frame: FrameType | None) -> None:
         log.info("stopping on signal %d", signum)
-        threading.Thread(target=server.shutdown, daemon=True).start()
+        threading.Thread(target=shutdown, daemon=True).start()
+
+    def stop_request(when_idle: bool) -> None:
+        log.info("stopping on request%s", " once no login is in flight" if when_idle else "")
+        if when_idle:
+            lifecycle.stop_when_idle(parts.logins, server.shutdown)
+        else:  # after the answer to `kubetray stop` has left
+            threading.Timer(lifecycle.SETTLE, shutdown).start()
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    parts.service.on_stop = stop_request
     log.info("kubetray agent %s listening on %s", __version__, server.listener.address)
+    if parts.store.notice:
+        log.info("%s (%s)", parts.store.notice, parts.store.reason or "the store setting")
     try:
         server.serve_forever()
     finally:

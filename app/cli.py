@@ -22,40 +22,157 @@ def _read(path: str, what: str) -> bytes:
         raise UsageError(f"cannot read the {what} {path}: {e.strerror}") from None
 
 
-def cmd_app(_args: argparse.Namespace) -> int:
-    """The tray app; if one already runs, bring it forward."""
+def _no_display() -> str | None:
+    """Why the desktop app cannot show itself here, checked before Qt aborts the process."""
+    if sys.platform != "linux":
+        return None
+    import os
+
+    platform = os.environ.get("QT_QPA_PLATFORM", "")
+    if platform and not platform.startswith(("xcb", "wayland")):
+        return None  # offscreen, vnc, ...: Qt was told what to use
+    wayland = os.environ.get("WAYLAND_DISPLAY")
+    if not (os.environ.get("DISPLAY") or wayland):
+        return "no display here for the tray app"
+    if not wayland or platform.startswith("xcb"):
+        from ctypes.util import find_library
+
+        if find_library("xcb-cursor") is None:
+            return "Qt cannot open the display: libxcb-cursor0 is missing (apt install it)"
+    return None
+
+
+def cmd_app(args: argparse.Namespace) -> int:
+    """The tray app; if one already runs, bring it forward; a headless agent is taken over."""
     from app.broker import client
     from app.errors import AgentRunning
 
+    store = _store_flag(args)
+    why = _no_display()
+    if why:
+        raise AppError(f'{why}: run the headless agent instead: "kubetray agent"')
     try:
         from app.ui.app import run
     except ImportError as e:
         raise AppError(
             f"the desktop app cannot start: {e}", "use the headless agent: kubetray agent"
         ) from None
+    for _attempt in range(3):
+        try:
+            return run(store=store)
+        except AgentRunning:
+            result = client.call("show")
+            if result.get("exit") == 0:
+                print("kubetray is already running: brought it forward")
+                return 0
+            _take_over()
+    raise AppError(
+        "kubetray agents keep starting while the app starts",
+        'stop the program that starts them, then: "kubetray stop" and "kubetray" again',
+    )
+
+
+def _take_over() -> None:
+    """Stop the headless agent once its logins in flight end, so the app can serve instead."""
+    from app.broker import client
+
     try:
-        return run()
-    except AgentRunning:
-        result = client.call("show")
-        if result.get("exit") == 0:
-            print("kubetray is already running: brought it forward")
-            return 0
+        doc = client.call_json("status")
+    except AgentNotRunning:
+        return  # it has just gone
+    agent = doc.get("agent") or {}
+    pid = agent.get("pid")
+    rows = [IdentityStatus.from_dict(i) for i in doc.get("identities") or []]
+    kept = [
+        r.name
+        for r in rows
+        if r.kind == "oidc" and r.who and r.state in (State.READY, State.EXPIRING)
+    ]
+    if agent.get("store") == "memory" and kept:
         raise AppError(
-            "a headless kubetray agent is already running for this user",
-            "stop it (it serves kubectl in the meantime), then start kubetray again",
-        ) from None
+            f"a headless kubetray agent (pid {pid}) holds the logins to {', '.join(kept)} in "
+            "memory only: the app taking over would lose them",
+            'keep using it, or stop it with "kubetray stop" (you log in again), then start '
+            "kubetray",
+        )
+    print(
+        f"kubetray: taking over from the headless agent (pid {pid}); "
+        "it first finishes any login in progress",
+        file=sys.stderr,
+        flush=True,
+    )
+    try:
+        result = client.call("stop", when_idle=True)
+    except OSError:  # it went before its answer did
+        result = {"exit": 0}
+    if result.get("exit") != 0:
+        raise AppError(
+            f"a headless kubetray agent (pid {pid}) runs and cannot hand over to the app",
+            f"end it (kill {pid}), then start kubetray again",
+        )
+    if not _wait_gone(900.0):
+        raise AppError(f"the headless kubetray agent (pid {pid}) did not stop")
+
+
+def _wait_gone(limit: float) -> bool:
+    """Wait until no agent answers; False if one still does after ``limit`` seconds."""
+    import time
+
+    from app.broker import client
+
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        try:
+            client.call("status")
+        except AgentNotRunning:
+            return True
+        except OSError:
+            pass  # it is closing
+        time.sleep(0.1)
+    return False
+
+
+def cmd_stop(_args: argparse.Namespace) -> int:
+    """End the running agent or app (callers waiting for a login are told why)."""
+    from app.broker import client
+
+    try:
+        before = client.call_json("status")
+        result = client.call("stop")
+    except AgentNotRunning:
+        print("kubetray is not running")
+        return 0
+    except OSError:  # it went before its answer did
+        result = {"exit": 0, "stdout": json.dumps({"pid": before["agent"]["pid"]})}
+    if result.get("exit") != 0:
+        raise AppError(
+            str(result.get("stderr") or "the running agent refused to stop"),
+            "it may be an older kubetray: end it with kill PID (kubetray status shows it)",
+        )
+    pid = json.loads(result.get("stdout") or "{}").get("pid")
+    if not _wait_gone(10.0):
+        raise AppError(f"kubetray (pid {pid}) did not stop within 10 s", f"end it: kill {pid}")
+    print(f"stopped kubetray (pid {pid})")
+    return 0
+
+
+def _store_flag(args: argparse.Namespace) -> str | None:
+    from app.store import choice
+
+    store: str | None = getattr(args, "store", None)
+    return choice.check(store) if store else None
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from app.demo import run
 
-    return run.run(headless=True if args.headless else None)
+    return run.run(headless=True if args.headless else None, store=_store_flag(args))
 
 
-def cmd_agent(_args: argparse.Namespace) -> int:
+def cmd_agent(args: argparse.Namespace) -> int:
     from app import agent
 
-    return agent.run()
+    return agent.run(store=_store_flag(args))
 
 
 def cmd_store(args: argparse.Namespace) -> int:
@@ -205,6 +322,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     agent = doc.get("agent")
     if agent:
         print(f"agent: running (pid {agent['pid']}, kubetray {agent['version']})")
+        if agent.get("store_notice"):
+            print(f"secrets: {agent['store_notice']}")
     else:
         print("agent: not running (kubetray-exec starts it when kubectl needs a credential)")
     rows = [IdentityStatus.from_dict(r) for r in doc.get("identities") or []]
@@ -241,18 +360,21 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_doctor(args: argparse.Namespace) -> int:
     from app import compose, doctor
     from app.broker import client
+    from app.settings import Settings
 
     failed = 0
     for check in doctor.run(
         [args.kubeconfig] if args.kubeconfig else None,
         lambda: client.call_json("status"),
         lambda: compose.secret_store(timeout=doctor.KEYRING_TIMEOUT),
+        store_setting=Settings.load().secret_store,
     ):
-        print(f"{'ok  ' if check.ok else 'FAIL'}  {check.name}: {check.detail}", flush=True)
+        mark = "FAIL" if not check.ok else "WARN" if check.warn else "ok  "
+        print(f"{mark}  {check.name}: {check.detail}", flush=True)
         if not check.ok:
             failed += 1
-            if check.remedy:
-                print(f"      fix: {check.remedy}")
+        if check.remedy and (check.warn or not check.ok):
+            print(f"      fix: {check.remedy}")
     print(f"{failed} problem(s) found" if failed else "all checks passed")
     return 1 if failed else 0
 
@@ -266,15 +388,25 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--verbose", action="store_true", help="show tracebacks on errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
+    store_help = (
+        "where login tokens live: keyring, memory (until kubetray stops), or auto (the default: "
+        "the keyring if usable, else memory)"
+    )
     p = sub.add_parser("app", help="the tray app (what `kubetray` alone runs)")
+    p.add_argument("--store", metavar="KIND", help=store_help)
     p.set_defaults(func=cmd_app)
 
     p = sub.add_parser("demo", help="try kubetray: a demo provider, API server and kubeconfig")
     p.add_argument("--headless", action="store_true", help="run the agent instead of the app")
+    p.add_argument("--store", metavar="KIND", help=store_help)
     p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("agent", help="run the headless agent in the foreground")
+    p.add_argument("--store", metavar="KIND", help=store_help)
     p.set_defaults(func=cmd_agent)
+
+    p = sub.add_parser("stop", help="stop the running agent or app")
+    p.set_defaults(func=cmd_stop)
 
     p = sub.add_parser("status", help="identities with their state and expiry")
     p.add_argument("--json", action="store_true", help="machine-readable output")

@@ -14,7 +14,8 @@ from app.broker.registry import Registry
 from app.broker.service import Service
 from app.oidc.browser import Browser
 from app.static_credentials import StoredCredentials
-from app.store import keyring_store
+from app.store import choice, keyring_store
+from app.store.choice import StoreChoice
 from app.store.keyring_store import KeyringSecretStore
 from app.store.secret_store import SecretStore
 from exec_helper import paths
@@ -26,6 +27,15 @@ if TYPE_CHECKING:
 def secret_store(timeout: float = keyring_store.TIMEOUT) -> SecretStore:
     """The OS keyring, with sealed files under the config directory."""
     return KeyringSecretStore(os.path.join(paths.config_dir(), "secrets"), timeout)
+
+
+def token_store(kind: str | None = None) -> StoreChoice:
+    """Where the agent keeps login tokens: ``kind``, else the setting (auto by default)."""
+    if kind is None:
+        from app.settings import Settings
+
+        kind = Settings.load().secret_store
+    return choice.choose(kind, KeyringSecretStore(os.path.join(paths.config_dir(), "secrets")))
 
 
 def stored_credentials(store: SecretStore | None = None) -> StoredCredentials:
@@ -62,18 +72,23 @@ class Agent:
     service: Service
     broker: Broker
     logins: Logins
+    store: StoreChoice
 
 
 def agent(
-    store: SecretStore | None = None, default_browser: Callable[[], str] | None = None
+    store: SecretStore | None = None,
+    default_browser: Callable[[], str] | None = None,
+    store_kind: str | None = None,
 ) -> Agent:
     """Broker, logins, service and listener, wired (the listener is not open yet).
 
+    ``store`` (tests) stands for the keyring; otherwise ``store_kind`` or the setting picks
+    where tokens live. Stored credentials always use the keyring: they must persist.
     ``default_browser`` gives the browser command for identities that name none (a setting).
     """
     from app.kubeconfig.uses import contexts_by_identity
 
-    store = store or secret_store()
+    tokens = StoreChoice(store, choice.KEYRING, None) if store else token_store(store_kind)
 
     def browser(command: str | None) -> Browser:
         return Browser(command or (default_browser() if default_browser else None) or None)
@@ -83,9 +98,11 @@ def agent(
         os.path.join(paths.config_dir(), "identities.json"),
         reserved=lambda: [s.name for s in stored.list()],
     )
-    logins = Logins(store, registry, clock=utcnow, browser=browser)
+    logins = Logins(tokens.store, registry, clock=utcnow, browser=browser)
+    logins.notice = tokens.notice
     threading.Thread(target=logins.load_known, name="load-identities", daemon=True).start()
     broker = Broker(stored, registry, logins=logins, contexts=contexts_by_identity)
     lst = listener()
     service = Service(broker, clock=utcnow, socket=lst.address)
-    return Agent(IPCServer(lst, service), service, broker, logins)
+    service.facts = {"store": tokens.kind, "store_notice": tokens.notice}
+    return Agent(IPCServer(lst, service), service, broker, logins, tokens)

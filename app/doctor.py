@@ -24,6 +24,8 @@ from app.kubeconfig.uses import is_helper
 from app.kubeconfig.view import View
 from app.oidc.client import CLOCK_SKEW, OIDCClient
 from app.oidc.settings import OIDCSettings
+from app.store.choice import CHOSEN_NOTICE, MEMORY_NOTICE
+from app.store.keyring_store import NoKeyring
 from app.store.secret_store import SecretStore
 from exec_helper import options
 from exec_helper.exec_credential import extension
@@ -41,6 +43,8 @@ class Check:
     ok: bool
     detail: str
     remedy: str | None = None
+    warn: bool = False
+    """Works, with a limit the person should know of (ok stays True: not a problem)."""
 
 
 @dataclass(frozen=True)
@@ -156,15 +160,35 @@ def check_agent(status: Callable[[], dict[str, Any]]) -> Check:
     )
 
 
-def check_keyring(store: Callable[[], SecretStore]) -> Check:
+def check_keyring(store: Callable[[], SecretStore], setting: str = "auto") -> Check:
+    """The keyring round trip; no keyring at all is a warning when logins can do without."""
     key = "doctor/probe"
     try:
         s = store()
         s.set(key, b"kubetray doctor")
         same = s.get(key) == b"kubetray doctor"
         s.delete(key)
+    except NoKeyring as e:
+        if setting == "keyring":
+            return Check("keyring", False, f"{e.message} (setting secret_store: keyring)", e.hint)
+        return Check(
+            "keyring",
+            True,
+            f"{MEMORY_NOTICE}; stored credentials, secure and keyring backups need one "
+            f"({e.message})",
+            e.hint,
+            warn=True,
+        )
     except AppError as e:
         return Check("keyring", False, e.message, e.hint)
+    if setting == "memory":
+        return Check(
+            "keyring",
+            True,
+            f"writes, reads and deletes; but {CHOSEN_NOTICE}",
+            'to keep logins across restarts, set "secret_store": "auto" in settings.json',
+            warn=True,
+        )
     if not same:
         return Check("keyring", False, "what was written did not read back", "check the keyring")
     return Check("keyring", True, "writes, reads and deletes")
@@ -248,6 +272,7 @@ def run(
     status: Callable[[], dict[str, Any]],
     store: Callable[[], SecretStore],
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
+    store_setting: str = "auto",
 ) -> Iterator[Check]:
     """Every check, in the order a person would fix them."""
     try:
@@ -262,7 +287,7 @@ def run(
     for user in users:
         yield check_helper(user)
     yield check_agent(status)
-    yield check_keyring(store)
+    yield check_keyring(store, store_setting)
     providers: dict[tuple[str, str], OIDCSettings] = {}
     ca_files: set[str] = set()
     for user in users:

@@ -20,6 +20,9 @@ class Settings:
     notify_failures: bool = True
     refresh_margin_seconds: int = 60
     """Refresh tokens at least this long before they expire (10 % of the lifetime if larger)."""
+    secret_store: str = "auto"
+    """Where login tokens live: keyring, memory (until the agent stops), or auto (keyring if
+    usable, else memory). Stored credentials always need the keyring."""
 
     @classmethod
     def path(cls) -> str:

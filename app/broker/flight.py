@@ -64,6 +64,14 @@ class Login:
         self.device: tuple[str, str] | None = None
         self.auth_params: dict[str, str] = {}
         """Added to the authorization request (``prompt=select_account`` to switch account)."""
+        self.browser_error: str | None = None
+        """What the callers were told when the browser failed."""
+
+    def abort(self, reason: str) -> None:
+        """End the wait of every caller now with ``reason`` (kubetray is going away)."""
+        self.error = LoginError(reason)
+        self.cancelled.set()
+        self.done.set()
 
     def join(self, conv: Conversation) -> None:
         with self._lock:
@@ -90,10 +98,21 @@ class Login:
         return self._browser.available()
 
     def open_browser(self, url: str) -> bool:
+        self.url = url
         if not self._browser.available():
             return False
-        self.url = url
-        return self._browser.open(url)
+        if self._browser.open(url, self._browser_failed):
+            return True
+        self._browser_failed("it could not be started")
+        return False
+
+    def _browser_failed(self, why: str) -> None:
+        if self.done.is_set():
+            return
+        self.browser_error = (
+            f"The browser did not open ({why}). Open this URL to log in: {self.url}"
+        )
+        self.show(self.browser_error)
 
     def show_device_code(self, user_code: str, uri: str) -> None:
         self.device = (user_code, uri)
@@ -161,7 +180,7 @@ def run(
             login.result = tokens
             login.show(f"Logged in to {st.identity.name} as {tokens.who()}.")
         except AppError as e:
-            login.error = e
+            login.error = login.error or e  # abort() has told the callers already
             _block(st, settings, clock, f"failed: {e.message}")
         except Exception as e:
             log.exception("login of %s failed", st.identity.name)

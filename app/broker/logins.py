@@ -21,7 +21,7 @@ from app.broker.refresh import RefreshScheduler
 from app.broker.registry import IdentityState, Registry
 from app.errors import AppError
 from app.model import Identity
-from app.oidc.browser import Browser
+from app.oidc.browser import Browser, remote_grant
 from app.oidc.errors import LoginError, RefreshFailed
 from app.oidc.settings import OIDCSettings
 from app.oidc.tokens import MIN_MARGIN, Revocation, TokenSet
@@ -77,6 +77,8 @@ class Logins:
         self.observers: list[LoginObserver] = []
         self.desktop = False
         """A desktop app (the tray) hosts these logins: it can always show and ask."""
+        self.notice: str | None = None
+        """Said once, at the first login (that tokens are kept in memory only)."""
         self._scheduler = RefreshScheduler(clock, self._refresh_if_due)
 
     # -- identities -------------------------------------------------------------------------
@@ -280,6 +282,9 @@ class Logins:
     ) -> TokenSet:
         client = self.client(st, settings)
         grant = settings.grant_type
+        if self.notice:
+            login.show(self.notice)
+            self.notice = None
         login.show(f"Logging in to {st.identity.name} ({settings.issuer})…")
         if grant == "password":
             return client.password(login)
@@ -287,12 +292,15 @@ class Logins:
             return client.authorization_code(login, keyboard=True)
         if grant == "device-code":
             return client.device_code(login)
-        if (
-            grant == "auto"
-            and not login.browser_available
-            and (client.metadata().device_authorization_endpoint)
-        ):
-            return client.device_code(login)
+        if grant == "auto" and not login.browser_available:
+            device = bool(client.metadata().device_authorization_endpoint)
+            remote = remote_grant(device)
+            if remote is not None:
+                login.show(remote[1])
+                if remote[0] == "authcode-keyboard":
+                    return client.authorization_code(login, keyboard=True)
+            if device:
+                return client.device_code(login)
         return client.authorization_code(login)
 
     def cancel(self, name: str) -> bool:

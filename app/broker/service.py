@@ -6,6 +6,7 @@ and ``stderr`` as given and exits with ``exit``.
 
 import json
 import logging
+import os
 from collections.abc import Callable
 from dataclasses import asdict
 from datetime import datetime
@@ -139,6 +140,10 @@ class Service:
         self._socket = socket
         self.on_show: Callable[[], None] | None = None
         """Set by the tray: a second `kubetray` asks the running one to show itself."""
+        self.on_stop: Callable[[bool], None] | None = None
+        """Set by the agent and the app: `kubetray stop` (True: once no login is in flight)."""
+        self.facts: dict[str, Any] = {}
+        """More about this agent for status (where tokens are kept)."""
 
     def handle(
         self, request: dict[str, Any], pid: int | None, send: Send, receive: Receive
@@ -180,6 +185,9 @@ class Service:
             else:
                 self.on_show()
                 send(_result(0))
+        elif op == "stop" and self.on_stop is not None:
+            self.on_stop(bool(request.get("when_idle")))
+            send(_result(0, stdout=self._json({"pid": os.getpid()})))
         elif op == "invalidate":
             self._broker.invalidate(_str(request, "name"))
             send(_result(0))
@@ -192,14 +200,17 @@ class Service:
 
     def status(self) -> dict[str, Any]:
         """The broker's status plus facts about this agent."""
-        import os
-
         ok, failed = self._broker.counts()
         return {
             "started": self._broker.started.isoformat(),
             "identities": [s.to_dict() for s in self._broker.status()],
             "calls": {"ok": ok, "failed": failed},
-            "agent": {"pid": os.getpid(), "version": __version__, "socket": self._socket},
+            "agent": {
+                "pid": os.getpid(),
+                "version": __version__,
+                "socket": self._socket,
+                **self.facts,
+            },
         }
 
     def _account(self, op: str, request: dict[str, Any], send: Send, receive: Receive) -> None:

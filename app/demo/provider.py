@@ -2,6 +2,7 @@
 
 import html
 import json
+import os
 import secrets
 import threading
 import time
@@ -72,7 +73,7 @@ class Client(ClientMixin):
         return response_type == "code"
 
     def check_grant_type(self, grant_type: str) -> bool:
-        return grant_type in ("authorization_code", "refresh_token")
+        return grant_type in ("authorization_code", "refresh_token", "password")
 
 
 @dataclass
@@ -277,6 +278,14 @@ class DemoProvider:
             def revoke_old_credential(self, refresh_token: Refresh) -> None:
                 refresh_token.revoked = True
 
+        class PasswordGrant(grants.ResourceOwnerPasswordCredentialsGrant):
+            """For a terminal with no browser: ANY username and password sign in (a demo)."""
+
+            TOKEN_ENDPOINT_AUTH_METHODS = ("none",)
+
+            def authenticate_user(self, username: str, password: str) -> dict[str, Any] | None:
+                return USER if username and password else None
+
         class Challenge(CodeChallenge):
             def get_authorization_code_challenge(self, authorization_code: Code) -> str | None:
                 return authorization_code.code_challenge
@@ -308,6 +317,7 @@ class DemoProvider:
         )
         server.register_grant(CodeGrant, [Challenge(required=True), Code_(require_nonce=True)])
         server.register_grant(RefreshGrant, [Refreshed()])
+        server.register_grant(PasswordGrant, [Refreshed()])
         return server
 
     def discovery(self) -> dict[str, Any]:
@@ -318,13 +328,14 @@ class DemoProvider:
             "token_endpoint": f"{i}/token",
             "jwks_uri": f"{i}/jwks",
             "response_types_supported": ["code"],
-            "grant_types_supported": ["authorization_code", "refresh_token"],
+            "grant_types_supported": ["authorization_code", "refresh_token", "password"],
             "subject_types_supported": ["public"],
             "id_token_signing_alg_values_supported": ["RS256"],
             "code_challenge_methods_supported": ["S256"],
             "scopes_supported": list(SCOPES),
             "token_endpoint_auth_methods_supported": ["none"],
             "claims_supported": ["sub", "email", "email_verified", "name", "groups"],
+            "kubetray_demo_pid": os.getpid(),  # lets a second `kubetray demo` find this one
         }
 
     def public_jwks(self) -> dict[str, Any]:

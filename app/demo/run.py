@@ -12,6 +12,9 @@ from joserfc.jwk import KeySet
 from app import installation
 from app.demo.apiserver import DemoAPIServer
 from app.demo.provider import CLIENT_ID, DemoProvider
+from app.errors import AppError
+from app.oidc.browser import Browser
+from app.settings import Settings
 from exec_helper import paths
 
 IDP_PORT, API_PORT = 48080, 48443
@@ -36,8 +39,15 @@ def token_check(provider: DemoProvider) -> "object":
     return check
 
 
-def write_kubeconfig(path: str, provider: DemoProvider, api: DemoAPIServer) -> None:
-    """A kubeconfig whose user runs kubetray-exec against the demo provider."""
+def write_kubeconfig(
+    path: str, provider: DemoProvider, api: DemoAPIServer, terminal: bool = False
+) -> None:
+    """A kubeconfig whose user runs kubetray-exec against the demo provider.
+
+    ``terminal``: no desktop here, so the login is the demo's password prompt in kubectl's
+    terminal (any username and password) instead of a browser page.
+    """
+    grant = ["--grant-type=password"] if terminal else []
     doc = {
         "apiVersion": "v1",
         "kind": "Config",
@@ -65,6 +75,7 @@ def write_kubeconfig(path: str, provider: DemoProvider, api: DemoAPIServer) -> N
                             "--oidc-extra-scope=email",
                             "--oidc-extra-scope=groups",
                             "--oidc-extra-scope=offline_access",
+                            *grant,
                         ],
                         "interactiveMode": "IfAvailable",
                         "provideClusterInfo": True,
@@ -87,25 +98,85 @@ def write_kubeconfig(path: str, provider: DemoProvider, api: DemoAPIServer) -> N
         yaml.safe_dump(doc, f, sort_keys=False)
 
 
-def run(headless: bool | None = None) -> int:
-    """Start the demo, print the kubectl line, then run the app (or the agent with no desktop)."""
-    provider = DemoProvider(IDP_PORT).start()
-    api = DemoAPIServer(token_check(provider), API_PORT).start()  # type: ignore[arg-type]
+def _running_demo() -> int | None:
+    """The pid of a `kubetray demo` whose provider answers on IDP_PORT, if any."""
+    import json
+    import urllib.request
+
+    url = f"http://127.0.0.1:{IDP_PORT}/.well-known/openid-configuration"
+    try:
+        with urllib.request.urlopen(url, timeout=2) as r:
+            doc = json.load(r)
+    except (OSError, ValueError):
+        return None
+    pid = doc.get("kubetray_demo_pid") if isinstance(doc, dict) else None
+    return pid if isinstance(pid, int) else None
+
+
+def _running_agent() -> int | None:
+    """The pid of the agent or app serving this user, if one runs."""
+    from app.broker import client
+    from app.errors import AgentNotRunning
+
+    try:
+        doc = client.call_json("status")
+    except AgentNotRunning:
+        return None
+    pid = (doc.get("agent") or {}).get("pid")
+    return pid if isinstance(pid, int) else -1
+
+
+def _kubetray_path() -> str:
+    """How to run kubetray, so the hints the demo and the agent print work from any shell."""
+    command = installation.app_command()
+    return command[0] if len(command) == 1 else "python -m app"
+
+
+def run(headless: bool | None = None, store: str | None = None) -> int:
+    """Start the demo, print the kubectl line, then run the app (or the agent with no desktop).
+
+    Nothing is written before it is clear the demo can run: a demo already running is left
+    alone (its kubectl line is printed again), and an agent already serving this user is named.
+    """
     kubeconfig = os.path.join(paths.config_dir(), "demo", "kubeconfig")
-    write_kubeconfig(kubeconfig, provider, api)
+    demo_pid, agent_pid = _running_demo(), _running_agent()
+    if demo_pid is not None and demo_pid == agent_pid:
+        print(f"kubetray demo is already running (pid {demo_pid}). In another terminal, run:\n")
+        print(f"  kubectl --kubeconfig {kubeconfig} get ns\n", flush=True)
+        return 0
+    if agent_pid is not None:
+        raise AppError(
+            f"a kubetray agent or app already serves this user (pid {agent_pid}): the demo "
+            "needs its own",
+            f"stop it with: {_kubetray_path()} stop; then run kubetray demo again",
+        )
     if headless is None:
         headless = sys.platform == "linux" and not (
             os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
         )
+    provider = DemoProvider(IDP_PORT)
+    api = DemoAPIServer(token_check(provider), API_PORT)  # type: ignore[arg-type]
+    provider.start()
+    api.start()
+    # No browser can open here (no display, or SSH): the login is a prompt in kubectl's terminal.
+    terminal = not Browser(Settings.load().browser_command or None).available()
+    write_kubeconfig(kubeconfig, provider, api, terminal=terminal)
     print("kubetray demo: a DEMO identity provider (signs anyone in as demo@kubetray.test)")
     print(f"  provider {provider.issuer}   API server {api.url}")
+    print(f"  kubetray is {_kubetray_path()} (status, stop, login: the hints below use it)")
     print("In another terminal, run:\n")
     print(f"  kubectl --kubeconfig {kubeconfig} get ns\n", flush=True)
+    if terminal:
+        print(
+            "(no browser here: kubectl asks for a username and a password in its terminal; "
+            "this DEMO provider accepts any)",
+            flush=True,
+        )
     if headless:
-        print("(no desktop here: the headless agent runs; kubectl's terminal shows the login URL)")
+        print("(no desktop here: the headless agent runs)", flush=True)
         from app import agent
 
-        return agent.run()
+        return agent.run(store=store)
     from app.ui.app import run as run_app
 
-    return run_app()
+    return run_app(store=store)

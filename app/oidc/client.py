@@ -344,7 +344,7 @@ class OIDCClient:
                 self._check_login_request(url, redirect_uri)
                 opened = not s.skip_open_browser and ui.open_browser(url)
                 ui.show(
-                    "Waiting for the login in your browser…"
+                    f"Waiting for the login in your browser. If it did not open, visit: {url}"
                     if opened
                     else f"Open this URL in a browser on this machine and log in: {url}"
                 )

@@ -1,1 +1,2 @@
-"""Where secrets live: the OS keyring, and nowhere else in plaintext."""
+"""Where secrets live: the OS keyring, or (login tokens only) the agent's memory; never a
+plaintext file."""

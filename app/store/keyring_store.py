@@ -29,10 +29,16 @@ TIMEOUT = 15.0
 
 _INLINE, _SEALED = "inline:", "sealed:"
 _REMEDY = (
-    "kubetray keeps secrets only in the OS keyring: on Linux start and unlock a Secret Service "
-    "provider (gnome-keyring, KWallet, KeePassXC) in your desktop session"
+    "kubetray keeps lasting secrets only in the OS keyring: on a desktop, start and unlock a "
+    "Secret Service provider (gnome-keyring, KWallet, KeePassXC); on a server, run one for your "
+    "shell: dbus-run-session -- bash, then in it: printf %s PASSWORD | gnome-keyring-daemon "
+    "--unlock --components=secrets (OIDC logins work without a keyring, tokens in memory)"
 )
 T = TypeVar("T")
+
+
+class NoKeyring(StoreUnavailable):
+    """There is no usable OS keyring at all (not merely a locked or slow one)."""
 
 
 class KeyringSecretStore:
@@ -72,8 +78,12 @@ class KeyringSecretStore:
         backend = keyring.get_keyring()
         name = f"{type(backend).__module__}.{type(backend).__name__}"
         if "fail" in name.split(".") or "Plaintext" in name or "null" in name.split("."):
-            raise StoreUnavailable(f"no usable OS keyring (keyring chose {name})", _REMEDY)
+            raise NoKeyring(f"no usable OS keyring here (keyring chose {name})", _REMEDY)
         return backend
+
+    def check_usable(self) -> None:
+        """Raise NoKeyring when this machine has no usable keyring (no item is read)."""
+        self._call(self._backend)
 
     def _get_item(self, key: str) -> str | None:
         value: str | None = self._call(lambda: self._backend().get_password(SERVICE, key))
@@ -186,7 +196,7 @@ def _translate(error: BaseException) -> BaseException:
     except ImportError:  # pragma: no cover - keyring is a dependency
         return error
     if isinstance(error, ke.NoKeyringError):
-        return StoreUnavailable("no OS keyring is available", _REMEDY)
+        return NoKeyring("no OS keyring is available", _REMEDY)
     if isinstance(error, ke.KeyringLocked):
         return StoreUnavailable("the OS keyring is locked", "unlock it and try again")
     if isinstance(error, ke.InitError):

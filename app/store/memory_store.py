@@ -1,4 +1,7 @@
-"""An in-memory SecretStore, for tests and for a session that wants no persistence."""
+"""An in-memory SecretStore: the agent's token store where there is no OS keyring, and tests'.
+
+Nothing is ever written anywhere: the secrets go when the process exits.
+"""
 
 import threading
 

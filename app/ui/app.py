@@ -8,7 +8,7 @@ import threading
 from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtWidgets import QApplication
 
-from app import compose
+from app import compose, lifecycle
 from app.broker.broker import utcnow
 from app.settings import Settings
 from app.ui.controller import TrayController
@@ -19,10 +19,14 @@ log = logging.getLogger("kubetray.app")
 
 class _Bridge(QObject):
     show = Signal()
+    quit = Signal()
 
 
-def run(tray: bool | None = None) -> int:
-    """Run the app until Quit. AgentRunning propagates when another agent or app serves."""
+def run(tray: bool | None = None, store: str | None = None) -> int:
+    """Run the app until Quit. AgentRunning propagates when another agent or app serves.
+
+    ``store`` overrides the secret-store setting (keyring, memory, auto).
+    """
     logging.basicConfig(
         stream=sys.stderr,
         level=logging.INFO,
@@ -33,14 +37,26 @@ def run(tray: bool | None = None) -> int:
     app.setApplicationName("kubetray")
     app.setQuitOnLastWindowClosed(False)
     settings = Settings.load()
-    parts = compose.agent(default_browser=lambda: settings.browser_command)
+    parts = compose.agent(
+        default_browser=lambda: settings.browser_command, store_kind=store or settings.secret_store
+    )
     parts.server.listener.open()
     threading.Thread(target=parts.server.serve_forever, name="ipc", daemon=True).start()
     controller = TrayController(parts.broker, parts.logins, settings, utcnow)
+    controller.store_notice = parts.store.notice
     view = TrayApp(controller, tray=tray)
     bridge = _Bridge()
     bridge.show.connect(view.bring_forward)
+    bridge.quit.connect(app.quit)
     parts.service.on_show = bridge.show.emit
+
+    def stop_request(when_idle: bool) -> None:
+        if when_idle:
+            lifecycle.stop_when_idle(parts.logins, bridge.quit.emit)
+        else:
+            bridge.quit.emit()
+
+    parts.service.on_stop = stop_request
     # Let Python see SIGINT/SIGTERM while Qt's loop runs.
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: app.quit())
@@ -51,6 +67,8 @@ def run(tray: bool | None = None) -> int:
     try:
         return app.exec()
     finally:
-        view.shutdown()
         parts.server.shutdown()
+        # Callers waiting for a login hear why it ended, instead of a dropped connection.
+        lifecycle.end_logins(parts.logins, "quit")
+        view.shutdown()
         parts.logins.stop()

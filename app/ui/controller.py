@@ -97,12 +97,15 @@ class TrayController(QObject):
         self.settings = settings
         self.clock = clock
         self.in_progress: dict[str, Login] = {}
+        self.store_notice: str | None = None
+        """Shown in the menu when tokens will not outlive the app (no OS keyring)."""
         self._warned_expiring: set[tuple[str, str]] = set()
         logins.desktop = True
         self.apply_settings()
         logins.observers.append(self)
         self.finished_login.connect(self._on_finished)
         self.needs_login.connect(self._on_required)
+        self.progress.connect(self._on_progress)
 
     def apply_settings(self) -> None:
         """Make the settings take effect (after loading, and after the Settings window)."""
@@ -134,6 +137,20 @@ class TrayController(QObject):
         self.changed.emit()
         if error and self.settings.notify_failures:
             self.notify.emit("failure", name, f"Login to {name} failed", error)
+
+    def _on_progress(self, name: str, text: str) -> None:
+        login = self.in_progress.get(name)
+        if login is None or text != login.browser_error:
+            return
+        if self.settings.notify_failures:
+            self.notify.emit("browser", name, f"The browser did not open for {name}", text)
+
+    def login_link(self, name: str) -> str | None:
+        """Where the person logs in for the login in flight: the page or the device URL."""
+        login = self.in_progress.get(name)
+        if login is None:
+            return None
+        return login.device[1] if login.device else login.url
 
     def _on_required(self, name: str, reason: str) -> None:
         if self.settings.notify_login_needed:

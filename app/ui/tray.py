@@ -4,8 +4,8 @@ what the controller reports and forwards clicks."""
 from functools import partial
 from typing import Any
 
-from PySide6.QtCore import QObject, QTimer
-from PySide6.QtGui import QAction
+from PySide6.QtCore import QObject, QTimer, QUrl
+from PySide6.QtGui import QAction, QDesktopServices
 from PySide6.QtWidgets import QApplication, QMenu, QSystemTrayIcon, QWidget
 from shiboken6 import Shiboken
 
@@ -30,6 +30,16 @@ def dispose(obj: QObject) -> None:
     Shiboken.delete(obj)
 
 
+def open_link(url: str) -> None:
+    """Open a login page with the desktop's handler (the person asked for it)."""
+    QDesktopServices.openUrl(QUrl(url))
+
+
+def copy_link(url: str) -> None:
+    """Put a login link on the clipboard, to open it in any browser."""
+    QApplication.clipboard().setText(url)
+
+
 class TrayApp(QObject):
     """Everything the user sees of kubetray."""
 
@@ -47,6 +57,8 @@ class TrayApp(QObject):
             self.tray.show()
         else:
             self.status_window = StatusWindow(controller)
+            if controller.store_notice:
+                self.status_window.show_notice("No OS keyring", controller.store_notice)
             self.status_window.show()
         self.device_windows: dict[str, DeviceCodeWindow] = {}
         self.diagnostics: DiagnosticsWindow | None = None
@@ -86,7 +98,15 @@ class TrayApp(QObject):
         if self.status_window is not None:
             self.status_window.update_status(identities, now)
         signature = tuple(
-            (i.name, i.kind, i.state, i.name in self.controller.in_progress, i.clusters, i.contexts)
+            (
+                i.name,
+                i.kind,
+                i.state,
+                i.name in self.controller.in_progress,
+                bool(self.controller.login_link(i.name)),
+                i.clusters,
+                i.contexts,
+            )
             for i in identities
         )
         if signature != self._signature:
@@ -134,6 +154,10 @@ class TrayApp(QObject):
             if ident.kind != OIDC:
                 continue
             if name in c.in_progress:
+                link = c.login_link(name)
+                if link:
+                    menu.addAction("Open login page", partial(open_link, link))
+                    menu.addAction("Copy link", partial(copy_link, link))
                 menu.addAction("Cancel login", partial(c.cancel, name))
             elif ident.state in (State.NEEDS_LOGIN, State.EXPIRED, State.ERROR):
                 menu.addAction("Log in", partial(c.log_in, name))
@@ -141,6 +165,9 @@ class TrayApp(QObject):
                 menu.addAction("Log out", partial(c.log_out, name))
                 menu.addAction("Switch account", partial(c.switch_account, name))
             menu.addAction("Remove identity", partial(self._remove, name))
+        if c.store_notice:
+            menu.addSeparator()
+            menu.addAction(c.store_notice[:1].upper() + c.store_notice[1:]).setEnabled(False)
         menu.addSeparator()
         menu.addAction("Log in to all", c.log_in_to_all)
         menu.addAction("Add cluster…", self.add_cluster)

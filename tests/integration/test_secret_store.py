@@ -16,10 +16,26 @@ from app.store.secret_store import SecretStore
 from tests.peers import ROOT, KubetrayEnv, require, secret_service_available
 
 
-@pytest.fixture(params=["memory", "keyring"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SecretStore]:
+@pytest.fixture(params=["memory", "auto-without-keyring", "keyring"])
+def store(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[SecretStore]:
     if request.param == "memory":
         yield MemorySecretStore()
+        return
+    if request.param == "auto-without-keyring":
+        # What `keyring` picks on a fresh headless Debian; the agent's default then keeps tokens
+        # in memory: the store it uses must keep the same contract.
+        import keyring.backends.fail
+        import keyring.core
+
+        from app.store import choice
+
+        monkeypatch.setattr(keyring.core, "_keyring_backend", keyring.backends.fail.Keyring())
+        chosen = choice.choose("auto", KeyringSecretStore(sealed_dir=str(tmp_path / "secrets")))
+        assert chosen.kind == "memory" and chosen.notice == choice.MEMORY_NOTICE
+        yield chosen.store
+        assert not (tmp_path / "secrets").exists()  # nothing written, ever
         return
     require(secret_service_available(), "no Secret Service: run the tests with `make test`")
     yield KeyringSecretStore(sealed_dir=str(tmp_path / "secrets"))

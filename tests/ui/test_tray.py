@@ -203,10 +203,13 @@ def test_no_tray_shows_a_status_window(qtbot, parts) -> None:  # type: ignore[no
     broker, logins, stored = parts
     now = datetime.now(UTC)
     stored.save(StoredCredential(name="dev", token="t"), now)
-    view = TrayApp(TrayController(broker, logins, Settings(), utcnow))  # offscreen: no tray
+    controller = TrayController(broker, logins, Settings(), utcnow)
+    controller.store_notice = "no OS keyring here: tokens are kept in memory until the agent stops"
+    view = TrayApp(controller)  # offscreen: no tray
     assert view.tray is None and isinstance(view.status_window, StatusWindow)
     view.timer.stop()
     assert view.status_window.isVisible()
+    assert "tokens are kept in memory" in view.status_window.notice.text()
     assert view.status_window.table.item(0, 0).text() == "dev"
     view.show_notification("failure", "x", "Login to x failed", "because")
     assert "Login to x failed" in view.status_window.notice.text()
@@ -238,3 +241,50 @@ def test_settings_persist_and_take_effect(
     dialog.start_at_login.setChecked(False)
     dialog.save()
     assert not (tmp_path / "xdg" / "autostart" / "kubetray.desktop").exists()
+
+
+def test_a_failed_browser_is_notified_and_the_entry_offers_the_link(
+    qtbot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    from app.oidc.browser import Browser
+    from app.store.choice import MEMORY_NOTICE
+
+    monkeypatch.delenv("SSH_CONNECTION", raising=False)
+    store = MemorySecretStore()
+    registry = Registry(str(tmp_path / "identities.json"))
+    logins = Logins(store, registry, utcnow, browser=lambda _c: Browser("false"))
+    controller = TrayController(
+        Broker(StoredCredentials(store, str(tmp_path / "s.json")), registry, logins=logins),
+        logins,
+        Settings(),
+        utcnow,
+    )
+    controller.store_notice = MEMORY_NOTICE
+    view = TrayApp(controller, tray=True)
+    try:
+        assert "No OS keyring here: tokens are kept in memory until the agent stops" in (
+            view.action_texts()
+        )
+        with run_idp() as idp:
+            identity, settings = oidc_identity(idp, grant="authcode")
+            logins.identity(settings, identity.name)
+            view.refresh()
+            view.trigger("Log in")
+            qtbot.wait_until(
+                lambda: any(n[0] == "browser" for n in view.notifications), timeout=15000
+            )
+            [(_, title, text)] = [n for n in view.notifications if n[0] == "browser"]
+            assert title == f"The browser did not open for {identity.name}"
+            assert "false exited with code 1" in text and f"{idp.issuer}/auth?" in text
+            view.refresh()
+            texts = view.action_texts()
+            assert "Open login page" in texts and "Cancel login" in texts
+            view.trigger("Copy link")
+            link = QGuiApplication.clipboard().text()
+            assert link.startswith(f"{idp.issuer}/auth?") and link in text
+            view.trigger("Cancel login")
+            qtbot.wait_until(lambda: identity.name not in controller.in_progress, timeout=10000)
+    finally:
+        view.shutdown()
+        logins.stop()
+        qtbot.wait(50)
