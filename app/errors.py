@@ -30,6 +30,11 @@ class StoreError(AppError):
     """The OS keyring failed, or what it holds is unusable."""
 
 
+class SecretLost(StoreError):
+    """An item exists but its secret is gone or unreadable (e.g. its sealed file was removed,
+    or another kubetray configuration sharing the keyring wrote it)."""
+
+
 class StoreUnavailable(StoreError):
     """No usable OS keyring (none installed, locked, or not answering)."""
 

@@ -19,7 +19,7 @@ from app.broker import flight
 from app.broker.flight import Conversation, Login, LoginRequired
 from app.broker.refresh import RefreshScheduler
 from app.broker.registry import IdentityState, Registry
-from app.errors import AppError
+from app.errors import AppError, SecretLost
 from app.model import Identity
 from app.oidc.browser import Browser, remote_grant
 from app.oidc.errors import LoginError, RefreshFailed
@@ -133,7 +133,12 @@ class Logins:
     def _load(self, st: IdentityState) -> None:
         if st.loaded:
             return
-        data = self._store.get(_store_key(st.identity.key))
+        try:
+            data = self._store.get(_store_key(st.identity.key))
+        except SecretLost as e:  # tokens can always be had again: a login, not a dead end
+            log.warning("dropping unreadable tokens of %s: %s", st.identity.name, e.message)
+            self._store.delete(_store_key(st.identity.key))
+            data = None
         if data is None and st.legacy_key:  # written by an earlier kubetray under another key
             data = self._store.get(_store_key(st.legacy_key))
             if data is not None:

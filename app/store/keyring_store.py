@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from app.errors import StoreError, StoreUnavailable
+from app.errors import SecretLost, StoreError, StoreUnavailable
 
 SERVICE = "kubetray"
 DATA_KEY_ITEM = "kubetray/data-key"
@@ -142,14 +142,14 @@ class KeyringSecretStore:
             with open(path, "rb") as f:
                 blob = f.read()
         except FileNotFoundError:
-            raise StoreError(
+            raise SecretLost(
                 f"the sealed secret file for {key} is missing ({path})",
                 "store the credential again",
             ) from None
         try:
             return AESGCM(self._data_key()).decrypt(blob[:12], blob[12:], key.encode())
         except Exception:
-            raise StoreError(
+            raise SecretLost(
                 f"the sealed secret file for {key} does not decrypt with the keyring's key",
                 "store the credential again",
             ) from None

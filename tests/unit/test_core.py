@@ -12,7 +12,7 @@ import pytest
 
 from app.broker.broker import Broker
 from app.broker.flight import BLOCK_AFTER_FAILURE, Login, LoginRequired
-from app.broker.logins import Logins
+from app.broker.logins import Logins, store_key
 from app.broker.refresh import RefreshScheduler
 from app.broker.registry import Registry
 from app.model import State
@@ -338,3 +338,24 @@ def test_scheduler_calls_back_when_due() -> None:
         assert called.wait(2) and keys == ["soon"]
     finally:
         sched.stop()
+
+
+def test_unreadable_tokens_mean_a_login_not_a_dead_end(tmp_path, clock, provider) -> None:  # type: ignore[no-untyped-def]
+    """A keyring item whose sealed secret is gone (another kubetray configuration on the same
+    keyring wrote it) is dropped: the caller logs in again instead of failing for good."""
+    from app.errors import SecretLost
+
+    class LostStore(MemorySecretStore):
+        def get(self, key: str) -> bytes | None:
+            if super().get(key) == b"sealed-elsewhere":
+                raise SecretLost("the sealed secret file is missing", "store it again")
+            return super().get(key)
+
+    store = LostStore()
+    broker, logins = make(tmp_path, store, clock, provider)
+    try:
+        st = broker.identity(resolve(ARGS))
+        store.set(store_key(st.identity), b"sealed-elsewhere")
+        assert token(broker) == "id-1-0" and provider.logins == 1
+    finally:
+        logins.stop()
