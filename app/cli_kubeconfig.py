@@ -2,22 +2,19 @@
 
 import argparse
 import base64
-import contextlib
 import copy
 import os
 import sys
 from datetime import UTC, datetime
 
 from app import compose, installation
-from app.broker import client
-from app.errors import AppError, UsageError
+from app.errors import UsageError
 from app.kubeconfig import edit as edits
-from app.kubeconfig import files, migrate, records, secure, setup
+from app.kubeconfig import files, secure, setup
 from app.kubeconfig.backups import IN_STORE
 from app.kubeconfig.edit import Edit
-from app.kubeconfig.records import Records, UserChange
 from app.kubeconfig.view import View
-from app.usecases import setup_cluster
+from app.usecases import import_kubelogin, secrets, setup_cluster
 
 
 def _warn(line: str) -> None:
@@ -102,87 +99,46 @@ def cmd_setup(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    store = compose.secret_store()
-    imports = Records(store, records.IMPORTS)
     if args.undo:
-        return _undo(args, imports)
-    view = View.load(_paths(args), lock=True)
-    edit, changes, skipped = migrate.plan(view, installation.helper_path())
-    for s in skipped:
+        undo = import_kubelogin.plan_undo()
+        for c in undo.changed_since:
+            _warn(f"left {c.user} in {c.file} as it is: it changed since the import")
+        if _review(undo.view, undo.edit, args, "undo the last import"):
+            _report(import_kubelogin.apply_undo(undo))
+        return 0
+    p = import_kubelogin.plan_import(_paths(args))
+    for s in p.skipped:
         _warn(f"left {s.user} in {s.file} as it is: {s.reason}")
-    if not changes:
+    if not p.changes:
         print("no kubelogin users found: nothing to import")
-        return 1 if skipped else 0
-    if _review(view, edit, args, f"switch {len(changes)} user(s) to kubetray-exec"):
-        imports.push(changes)
-        _write(edit, "import")
-        print(f"imported {', '.join(c.user for c in changes)}; undo: kubetray import --undo")
-    return 0
-
-
-def _undo(args: argparse.Namespace, imports: Records) -> int:
-    batches = imports.batches()
-    if not batches:
-        raise UsageError("there is no import to undo")
-    batch = batches[-1]
-    view = View.load(sorted({c.file for c in batch}), lock=True)
-    kept = [c for c in batch if not records.still_as_written(view, c)]
-    for c in kept:
-        _warn(f"left {c.user} in {c.file} as it is: it changed since the import")
-    if _review(view, records.undo(batch), args, "undo the last import"):
-        _write(records.undo(batch), "import --undo")
-        imports.save(batches[:-1])
+        return 1 if p.skipped else 0
+    if _review(p.view, p.edit, args, f"switch {len(p.changes)} user(s) to kubetray-exec"):
+        _report(import_kubelogin.apply_import(p))
+        print(f"imported {', '.join(c.user for c in p.changes)}; undo: kubetray import --undo")
     return 0
 
 
 def cmd_secure(args: argparse.Namespace) -> int:
     if not args.users and not args.all:
         raise UsageError("name the users to secure", "or give --all for every static secret")
-    store = compose.secret_store()
-    creds = compose.stored_credentials(store)
     now = datetime.now(UTC)
-    view = View.load(_paths(args), lock=True)
-    taken = {c.name for c in creds.list()}
-    edit, moves, skipped = secure.plan(
-        view, None if args.all else args.users, installation.helper_path(), taken, now
-    )
-    for s in skipped:
+    p = secrets.plan_secure(_paths(args), None if args.all else args.users, now)
+    for s in p.skipped:
         _warn(f"left {s.user} in {s.file} as it is: {s.reason}")
-    left = secure.leftovers(view) if args.all else []
-    if not moves:
-        print("no static secrets kubetray can move" if left else "no static secrets to move")
-        _report_leftovers(left)
-        return 1 if skipped or left else 0
-    if not _review(view, edit, args, f"move the secrets of {len(moves)} user(s) to the keyring"):
+    if not p.moves:
+        print("no static secrets kubetray can move" if p.leftovers else "no static secrets to move")
+        _report_leftovers(p.leftovers)
+        return 1 if p.skipped or p.leftovers else 0
+    if not _review(
+        p.view, p.edit, args, f"move the secrets of {len(p.moves)} user(s) to the keyring"
+    ):
         return 0
-    secured = Records(store, records.SECURED)
-    before = secured.batches()
-    saved = []
-    try:
-        for m in moves:  # secrets first: a crash before the write leaves the kubeconfig as it was
-            creds.save(m.credential, now)
-            saved.append(m)
-            client.invalidate(m.credential.name)
-        secured.save([*before, [m.change for m in moves]])
-        _write(edit, "secure")
-    except (AppError, OSError):
-        with contextlib.suppress(AppError, OSError):  # undo what we can; report the first error
-            secured.save(before)
-        for m in saved:
-            with contextlib.suppress(AppError, OSError):
-                creds.remove(m.credential.name)
-        raise
-    for m in moves:
+    _report(secrets.apply_secure(p, now))
+    for m in p.moves:
         print(f"{m.change.user}: now kubetray-exec --stored {m.credential.name}")
-    files = {
-        str(m.change.before[k])
-        for m in moves
-        for k in ("tokenFile", "client-certificate", "client-key")
-        if k in m.change.before
-    }
-    for path in sorted(files):
+    for path in p.files_still_holding_secrets():
         print(f"{path} still holds the secret: delete it once kubectl works (unsecure inlines it)")
-    _report_leftovers(left)
+    _report_leftovers(p.leftovers)
     return 0
 
 
@@ -193,40 +149,11 @@ def _report_leftovers(left: list[secure.Leftover]) -> None:
 
 
 def cmd_unsecure(args: argparse.Namespace) -> int:
-    store = compose.secret_store()
-    creds = compose.stored_credentials(store)
-    secured = Records(store, records.SECURED)
-    changes = [c for batch in secured.batches() for c in batch]
-    chosen = [c for c in changes if args.all or c.user in args.users]
-    if not chosen:
-        raise UsageError(
-            "nothing to unsecure" if args.all else f"kubetray did not secure {args.users}",
-            None if args.all else "kubetray unsecure --all puts back every secret it moved",
-        )
-    restore: list[UserChange] = []
-    for c in chosen:
-        cred = creds.load(c.stored) if c.stored else None
-        restore.append(secure.restorable(c, cred))
-    view = View.load(sorted({c.file for c in chosen}), lock=True)
-    for c in chosen:
-        if not records.still_as_written(view, c):
-            _warn(f"left {c.user} in {c.file} as it is: it changed since kubetray secured it")
-    if not _review(view, records.undo(restore), args, "put the secrets back"):
-        return 0
-    _write(records.undo(restore), "unsecure")
-    view = View.load(sorted({c.file for c in chosen}), lock=True)
-    done = []
-    for c in restore:
-        f = next(f for f in view.files if f.path == c.file)
-        entry = f.find("users", c.user)
-        if entry is not None and entry.get("user") == c.before:
-            if c.stored:
-                creds.remove(c.stored)
-                client.invalidate(c.stored)
-            done.append((c.file, c.user))
-    secured.save(
-        [[c for c in batch if (c.file, c.user) not in done] for batch in secured.batches()]
-    )
+    p = secrets.plan_unsecure(None if args.all else args.users)
+    for c in p.changed_since:
+        _warn(f"left {c.user} in {c.file} as it is: it changed since kubetray secured it")
+    if _review(p.view, p.edit, args, "put the secrets back"):
+        _report(secrets.apply_unsecure(p))
     return 0
 
 
