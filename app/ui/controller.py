@@ -14,7 +14,7 @@ from PySide6.QtCore import QObject, Signal
 from app.broker.broker import Broker
 from app.broker.logins import Login, Logins
 from app.errors import AppError
-from app.model import CallRecord, IdentityStatus
+from app.model import CallRecord, ContextUse, IdentityStatus
 from app.settings import Settings
 
 PROMPT_TIMEOUT = 300.0
@@ -164,6 +164,18 @@ class TrayController(QObject):
     def identities(self) -> list[IdentityStatus]:
         """Every identity with its state, as the views show them."""
         return self.broker.status()
+
+    def contexts(self) -> list[ContextUse]:
+        """Every context of kubectl's view (KUBECONFIG), kubetray's or not."""
+        from app.kubeconfig.uses import all_contexts  # yaml: once, then cached per file stamp
+
+        return all_contexts(None)
+
+    def helper_contexts(self) -> set[str]:
+        """The contexts whose user runs kubetray-exec (in use or not yet)."""
+        from app.kubeconfig.uses import contexts_by_identity
+
+        return {u.context for uses in contexts_by_identity(None).values() for u in uses}
 
     def calls(self, limit: int) -> list[CallRecord]:
         """The most recent kubetray-exec calls, newest first."""

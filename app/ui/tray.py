@@ -15,6 +15,7 @@ from app.ui.controller import TrayController
 from app.ui.dialogs import AddClusterDialog, SettingsDialog, ask
 from app.ui.text import time_left, who
 from app.ui.views import DeviceCodeWindow, DiagnosticsWindow, StatusWindow, bring_to_front
+from app.ui.window import MainWindow
 
 
 def dispose(obj: QObject) -> None:
@@ -40,10 +41,14 @@ class TrayApp(QObject):
         self.menu = QMenu()
         self.tray: QSystemTrayIcon | None = None
         self.status_window: StatusWindow | None = None
+        self.main_window: MainWindow | None = None
+        self.state = icons.overall_state(controller.identities())
         if use_tray:
-            self.tray = QSystemTrayIcon()
+            # The icon before show(): Qt warns "No Icon set" otherwise.
+            self.tray = QSystemTrayIcon(icons.state_icon(self.state))
             self.tray.setContextMenu(self.menu)
             self.tray.messageClicked.connect(self._notification_clicked)
+            self.tray.activated.connect(self._activated)
             self.tray.show()
         else:
             self.status_window = StatusWindow(controller)
@@ -51,11 +56,11 @@ class TrayApp(QObject):
         self.device_windows: dict[str, DeviceCodeWindow] = {}
         self.diagnostics: DiagnosticsWindow | None = None
         self.notifications: list[tuple[str, str, str]] = []
-        self.state = icons.OK
         self._progress: dict[str, str] = {}
         self._signature: object = None
         self._info: dict[str, QAction] = {}
         self._clicked_login: str | None = None
+        self._closed = False
         controller.changed.connect(self.refresh)
         controller.started_login.connect(lambda _n: self.refresh())
         controller.finished_login.connect(self._finished)
@@ -75,6 +80,8 @@ class TrayApp(QObject):
         self.refresh()
 
     def refresh(self) -> None:
+        if self._closed:  # a login thread finishing after Quit
+            return
         identities = self.controller.identities()
         now = self.controller.clock()
         state = icons.overall_state(identities)
@@ -85,6 +92,8 @@ class TrayApp(QObject):
         self.state = state
         if self.status_window is not None:
             self.status_window.update_status(identities, now)
+        if self.main_window is not None and self.main_window.isVisible():
+            self.main_window.update_status(identities, now)
         signature = tuple(
             (i.name, i.kind, i.state, i.name in self.controller.in_progress, i.clusters, i.contexts)
             for i in identities
@@ -119,6 +128,8 @@ class TrayApp(QObject):
         menu.clear()
         self._info.clear()
         now = c.clock()
+        menu.addAction("Open kubetray", self.show_main_window)
+        menu.addSeparator()
         if not identities:
             menu.addAction("No identities yet: add a cluster, or run kubectl").setEnabled(False)
         for ident in identities:
@@ -127,10 +138,6 @@ class TrayApp(QObject):
             info = menu.addAction(self._line(ident, now))
             info.setEnabled(False)
             self._info[name] = info
-            if ident.contexts:
-                menu.addAction("Contexts: " + ", ".join(ident.contexts)).setEnabled(False)
-            if ident.clusters:
-                menu.addAction("Clusters: " + ", ".join(ident.clusters)).setEnabled(False)
             if ident.kind != OIDC:
                 continue
             if name in c.in_progress:
@@ -204,6 +211,17 @@ class TrayApp(QObject):
 
     # -- windows ----------------------------------------------------------------------------
 
+    def _activated(self, reason: QSystemTrayIcon.ActivationReason) -> None:
+        # Left click (Trigger) opens the window; the right click shows the menu by itself.
+        if reason == QSystemTrayIcon.ActivationReason.Trigger:
+            self.show_main_window()
+
+    def show_main_window(self) -> None:
+        if self.main_window is None:
+            self.main_window = MainWindow(self.controller, self.show_diagnostics)
+        self.main_window.update_status(self.controller.identities(), self.controller.clock())
+        bring_to_front(self.main_window)
+
     def show_diagnostics(self) -> None:
         if self.diagnostics is None:
             self.diagnostics = DiagnosticsWindow(self.controller)
@@ -220,10 +238,12 @@ class TrayApp(QObject):
 
     def shutdown(self) -> None:
         """Stop updating and close every window (Quit, and the end of a test)."""
+        self._closed = True
         self.timer.stop()
         self.controller.detach()
         windows = [
             *self.device_windows.values(),
+            self.main_window,
             self.diagnostics,
             self.status_window,
             getattr(self, "add_dialog", None),
@@ -242,5 +262,5 @@ class TrayApp(QObject):
         """A second `kubetray` asked us to show ourselves."""
         if self.status_window is not None:
             bring_to_front(self.status_window)
-        elif self.tray is not None:
-            self.tray.showMessage("kubetray is running", "Its menu is in the system tray.")
+        else:
+            self.show_main_window()
