@@ -18,6 +18,9 @@ from app.model import CallRecord, ContextUse, IdentityStatus
 from app.settings import Settings
 
 PROMPT_TIMEOUT = 300.0
+DIALOG_CA_HINT = (
+    "choose the CA certificate that signed the provider's certificate as Provider CA file"
+)
 
 
 class _Answer:
@@ -278,20 +281,13 @@ class TrayController(QObject):
 
     def probe(self, issuer: str, client_id: str, provider_ca_data: str | None = None) -> None:
         """Fetch the provider's discovery document; ``probed`` carries the result."""
-        from app.identity import normalize_issuer
-        from app.oidc.client import OIDCClient
-        from app.oidc.settings import OIDCSettings
-
-        settings = OIDCSettings(
-            issuer=normalize_issuer(issuer),
-            client_id=client_id,
-            ca_data=(provider_ca_data,) if provider_ca_data else (),
-        )
+        from app.usecases import setup_cluster
 
         def work() -> None:
             try:
-                client = OIDCClient(settings, self.clock)
-                self.probed.emit(client.metadata())
+                self.probed.emit(
+                    setup_cluster.probe(issuer, client_id, provider_ca_data, DIALOG_CA_HINT)
+                )
             except AppError as e:
                 self.probed.emit(e)
 
