@@ -13,6 +13,7 @@ from app.model import OIDC, IdentityStatus, State
 from app.ui import icons
 from app.ui.controller import TrayController
 from app.ui.dialogs import AddClusterDialog, SettingsDialog, ask
+from app.ui.notify import DesktopNotifications
 from app.ui.text import time_left, who
 from app.ui.views import DeviceCodeWindow, DiagnosticsWindow, StatusWindow, bring_to_front
 from app.ui.window import MainWindow
@@ -56,6 +57,8 @@ class TrayApp(QObject):
         self.device_windows: dict[str, DeviceCodeWindow] = {}
         self.diagnostics: DiagnosticsWindow | None = None
         self.notifications: list[tuple[str, str, str]] = []
+        self.desktop_notifications = DesktopNotifications()
+        self.desktop_notifications.action.connect(self._notification_action)
         self._progress: dict[str, str] = {}
         self._signature: object = None
         self._info: dict[str, QAction] = {}
@@ -197,6 +200,9 @@ class TrayApp(QObject):
         self.notifications.append((kind, title, text))
         if kind == "login":
             self._clicked_login = name
+        actions = (("login", "Log in"),) if kind in ("login", "expiring", "failure") else ()
+        if self.desktop_notifications.notify(name, title, text, actions):
+            return  # the desktop's own service shows it (history, do-not-disturb, actions)
         if self.tray is not None:
             self.tray.showMessage(title, text, icons.state_icon(self.state))
         elif self.status_window is not None:
@@ -204,6 +210,12 @@ class TrayApp(QObject):
 
     def _remove(self, name: str) -> None:
         self.controller.remove(name)
+
+    def _notification_action(self, name: str, key: str) -> None:
+        if key == "login":
+            self.controller.log_in(name)
+        elif key == "default":  # a click on the notification itself
+            self.show_main_window()
 
     def _notification_clicked(self) -> None:
         if self._clicked_login:
@@ -253,6 +265,7 @@ class TrayApp(QObject):
             if window is not None:
                 dispose(window)
         self.device_windows.clear()
+        self.desktop_notifications.close()
         if self.tray is not None:
             self.tray.hide()
             dispose(self.tray)
