@@ -43,7 +43,7 @@ def executables(platform: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
         "BUNDLE": lambda *a, **k: None,
         "__file__": str(SPEC),
     }
-    exec(compile(SPEC.read_text(), str(SPEC), "exec"), spec_globals)  # noqa: S102 - our own spec
+    exec(compile(SPEC.read_text(), str(SPEC), "exec"), spec_globals)  # our own spec
     assert all(name in collected for name in exes)  # every program is in the bundle
     return exes
 
@@ -90,9 +90,9 @@ def test_the_tray_icon_per_platform(monkeypatch: pytest.MonkeyPatch) -> None:
     mac = icons.icon_files("login", dark=False, platform="darwin")
     assert [p.name for p in mac] == ["kubetray-template.png", "kubetray-template@2x.png"]
     linux = icons.icon_files("login", dark=True, platform="linux")
-    assert [p.name for p in linux][0] == "kubetray-login-dark-22.png"
+    assert linux[0].name == "kubetray-login-dark-22.png"
     windows = icons.icon_files("error", dark=False, platform="win32")
-    assert [p.name for p in windows][-1] == "kubetray-error-light-64.png"
+    assert windows[-1].name == "kubetray-error-light-64.png"
     assert all(p.is_file() for p in mac + linux + windows)
     import sys
 
