@@ -216,7 +216,11 @@ class SettingsDialog(QDialog):
         self.notify_failures.setChecked(s.notify_failures)
         form.addRow(self.start_at_login)
         form.addRow("Browser command", self.browser)
-        form.addRow("Refresh tokens at least", self.margin)
+        self.margin.setToolTip(
+            "kubetray renews a sign-in (with its refresh token) this long before it expires, "
+            "so kubectl never waits for it."
+        )
+        form.addRow("Renew sign-ins this long before they expire", self.margin)
         form.addRow(QLabel("Notify me:"))
         form.addRow(self.notify_login)
         form.addRow(self.notify_expiring)
