@@ -91,6 +91,8 @@ def cmd_setup(args: argparse.Namespace) -> int:
         provider_ca_data=_b64_file(args.provider_ca) if args.provider_ca else None,
         listen_addresses=tuple(args.listen_address),
     )
+    if not args.no_probe:
+        setup_cluster.probe(request.issuer, request.client_id, request.provider_ca_data)
     planned = setup_cluster.plan(request, _paths(args))
     if _review(planned.view, planned.edit, args, f"write context {planned.context}"):
         _report(setup_cluster.apply(planned).written)
@@ -215,6 +217,11 @@ def add_parsers(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> N
         default=[],
         metavar="HOST:PORT",
         help="loopback address for the browser login's redirect (repeatable)",
+    )
+    p.add_argument(
+        "--no-probe",
+        action="store_true",
+        help="write without asking the provider first (it is offline, or not reachable from here)",
     )
     p.add_argument(
         "--per-cluster",

@@ -25,6 +25,8 @@ def helper_path() -> str:
 
 
 def app_command() -> list[str]:
-    """How to start the tray app (for start-at-login)."""
-    found = _beside("kubetray") or shutil.which("kubetray")
+    """How to start the tray app (for start-at-login): on Windows the windowed kubetrayw.exe,
+    so no console window opens with it."""
+    windowed = _beside("kubetrayw") if sys.platform == "win32" else None
+    found = windowed or _beside("kubetray") or shutil.which("kubetray")
     return [os.path.abspath(found)] if found else [sys.executable, "-m", "app"]

@@ -19,7 +19,8 @@ from exec_helper.exec_credential import extension
 HELPER_NAMES = ("kubetray-exec", "kubetray-exec.exe")
 
 _lock = threading.Lock()
-_cache: dict[tuple[tuple[str, int, int], ...], dict[str, list[ContextUse]]] = {}
+_Scan = tuple[dict[str, list[ContextUse]], list[ContextUse]]
+_cache: dict[tuple[tuple[str, int, int], ...], _Scan] = {}
 """The last scan, keyed by the files' (path, mtime, size): one entry at most."""
 
 
@@ -43,6 +44,16 @@ def key_of(opts: options.HelperOptions) -> str | None:
 def contexts_by_identity(kubeconfig: str | None = None) -> dict[str, list[ContextUse]]:
     """Identity key → the contexts whose user runs kubetray-exec for it, in kubectl's view of
     ``kubeconfig`` (a KUBECONFIG value; None: this process's environment)."""
+    return _scanned(kubeconfig)[0]
+
+
+def all_contexts(kubeconfig: str | None = None) -> list[ContextUse]:
+    """Every context of kubectl's view, kubetray's or not, in kubeconfig order (the window's
+    list)."""
+    return _scanned(kubeconfig)[1]
+
+
+def _scanned(kubeconfig: str | None) -> _Scan:
     files = default_paths({"KUBECONFIG": kubeconfig} if kubeconfig else None)
     stamps = tuple(_stamp(p) for p in files)
     with _lock:
@@ -52,7 +63,7 @@ def contexts_by_identity(kubeconfig: str | None = None) -> dict[str, list[Contex
     try:
         found = _scan(View.load(files))
     except (KubeconfigError, OSError):
-        found = {}
+        found = ({}, [])
     with _lock:
         _cache.clear()
         _cache[stamps] = found
@@ -67,14 +78,16 @@ def _stamp(path: str) -> tuple[str, int, int]:
     return (path, st.st_mtime_ns, st.st_size)
 
 
-def _scan(view: View) -> dict[str, list[ContextUse]]:
+def _scan(view: View) -> _Scan:
     users = {str(e.get("name")): (f.path, e) for f, e in view.merged("users")}
     out: dict[str, list[ContextUse]] = {}
-    for _, entry in view.merged("contexts"):
+    every: list[ContextUse] = []
+    for where, entry in view.merged("contexts"):
         ctx = entry.get("context")
         if not isinstance(ctx, dict):
             continue
         user_name, cluster = str(ctx.get("user", "")), str(ctx.get("cluster", ""))
+        every.append(ContextUse(str(entry.get("name")), user_name, cluster, where.path))
         file, user = users.get(user_name, ("", {}))
         body = user.get("user")
         exec_ = body.get("exec") if isinstance(body, dict) else None
@@ -93,7 +106,7 @@ def _scan(view: View) -> dict[str, list[ContextUse]]:
             out.setdefault(key, []).append(
                 ContextUse(str(entry.get("name")), user_name, cluster, file)
             )
-    return out
+    return out, every
 
 
 def _cluster_config(view: View, cluster: str) -> dict[str, Any] | None:

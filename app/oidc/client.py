@@ -23,6 +23,7 @@ from joserfc.errors import JoseError
 from joserfc.jwk import KeySet
 
 from app.identity import normalize_issuer
+from app.oidc import explain
 from app.oidc.errors import LoginError, RefreshFailed
 from app.oidc.http import TIMEOUT, Session, TransportError, insecure_context, ssl_context
 from app.oidc.loopback import LoopbackListener
@@ -147,8 +148,10 @@ class OIDCClient:
             response = self._transport().get(url, timeout=TIMEOUT)
             response.raise_for_status()
             doc = response.json()
-        except (TransportError, ValueError) as e:
-            raise LoginError(f"cannot reach the provider at {url}: {e}") from None
+        except TransportError as e:
+            raise LoginError(*explain.failure(e, url)) from None
+        except ValueError:
+            raise LoginError(f"{url} did not return JSON", explain.NOT_JSON) from None
         if not isinstance(doc, dict):
             raise LoginError(f"{url} did not return a JSON object")
         return doc, response.headers.get("Date")
@@ -299,11 +302,13 @@ class OIDCClient:
         session = self._session(redirect_uri=kwargs.pop("redirect_uri", None))
         try:
             token = session.fetch_token(meta.token_endpoint, timeout=TIMEOUT, **kwargs)
+        except TransportError as e:
+            raise LoginError(*explain.failure(e, meta.token_endpoint)) from None
         except OAuthError as e:
             grant = str(kwargs.get("grant_type", "token"))
             raise _token_error(e, grant, bool(self.settings.client_secret)) from None
-        except (TransportError, ValueError) as e:
-            raise LoginError(f"cannot reach the provider's token endpoint: {e}") from None
+        except ValueError as e:
+            raise LoginError(f"unreadable answer from the provider's token endpoint: {e}") from None
         return dict(token)
 
     # -- the grants -------------------------------------------------------------------------
@@ -427,12 +432,14 @@ class OIDCClient:
             token = self._session().fetch_token(
                 endpoint, grant_type=DEVICE_GRANT, device_code=device_code, timeout=TIMEOUT
             )
+        except TransportError as e:
+            raise LoginError(*explain.failure(e, endpoint)) from None
         except OAuthError as e:
             if e.error in ("authorization_pending", "slow_down"):
                 raise _Pending(e.error == "slow_down") from None
             raise LoginError(f"the device login failed ({_error_text(e)})") from None
-        except (TransportError, ValueError) as e:
-            raise LoginError(f"cannot reach the provider's token endpoint: {e}") from None
+        except ValueError as e:
+            raise LoginError(f"unreadable answer from the provider's token endpoint: {e}") from None
         return dict(token)
 
     def password(self, ui: LoginUI) -> TokenSet:

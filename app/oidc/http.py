@@ -26,7 +26,16 @@ USER_AGENT = "kubetray"
 
 
 class TransportError(Exception):
-    """The provider could not be reached, or answered with an HTTP error."""
+    """The provider could not be reached (``reason``), or answered with an HTTP error
+    (``status``, ``body``): app.oidc.explain says which in a person's words."""
+
+    def __init__(
+        self, text: str, reason: BaseException | None = None, status: int = 0, body: bytes = b""
+    ) -> None:
+        super().__init__(text)
+        self.reason = reason
+        self.status = status
+        self.body = body
 
 
 class _Auth(Protocol):
@@ -50,7 +59,11 @@ class Response:
 
     def raise_for_status(self) -> None:
         if self.status_code >= 400:
-            raise TransportError(f"HTTP {self.status_code} from {self.url}")
+            raise TransportError(
+                f"HTTP {self.status_code} from {self.url}",
+                status=self.status_code,
+                body=self.content,
+            )
 
 
 class _KeepErrors(urllib.request.HTTPErrorProcessor):
@@ -143,7 +156,9 @@ class Session:
                 return Response(answer.status, answer.headers, answer.read(), url)
         except (urllib.error.URLError, OSError, ValueError) as e:
             reason = getattr(e, "reason", e)
-            raise TransportError(str(reason)) from None
+            raise TransportError(
+                str(reason), reason if isinstance(reason, OSError) else e
+            ) from None
 
     def status(self, url: str, timeout: float = TIMEOUT) -> int:
         """The HTTP status of a GET of ``url``, redirects not followed (the body is dropped)."""

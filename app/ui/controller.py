@@ -14,10 +14,13 @@ from PySide6.QtCore import QObject, Signal
 from app.broker.broker import Broker
 from app.broker.logins import Login, Logins
 from app.errors import AppError
-from app.model import CallRecord, IdentityStatus
+from app.model import CallRecord, ContextUse, IdentityStatus
 from app.settings import Settings
 
 PROMPT_TIMEOUT = 300.0
+DIALOG_CA_HINT = (
+    "choose the CA certificate that signed the provider's certificate as Provider CA file"
+)
 
 
 class _Answer:
@@ -182,6 +185,18 @@ class TrayController(QObject):
         """Every identity with its state, as the views show them."""
         return self.broker.status()
 
+    def contexts(self) -> list[ContextUse]:
+        """Every context of kubectl's view (KUBECONFIG), kubetray's or not."""
+        from app.kubeconfig.uses import all_contexts  # yaml: once, then cached per file stamp
+
+        return all_contexts(None)
+
+    def helper_contexts(self) -> set[str]:
+        """The contexts whose user runs kubetray-exec (in use or not yet)."""
+        from app.kubeconfig.uses import contexts_by_identity
+
+        return {u.context for uses in contexts_by_identity(None).values() for u in uses}
+
     def calls(self, limit: int) -> list[CallRecord]:
         """The most recent kubetray-exec calls, newest first."""
         return self.broker.calls(limit)
@@ -283,20 +298,13 @@ class TrayController(QObject):
 
     def probe(self, issuer: str, client_id: str, provider_ca_data: str | None = None) -> None:
         """Fetch the provider's discovery document; ``probed`` carries the result."""
-        from app.identity import normalize_issuer
-        from app.oidc.client import OIDCClient
-        from app.oidc.settings import OIDCSettings
-
-        settings = OIDCSettings(
-            issuer=normalize_issuer(issuer),
-            client_id=client_id,
-            ca_data=(provider_ca_data,) if provider_ca_data else (),
-        )
+        from app.usecases import setup_cluster
 
         def work() -> None:
             try:
-                client = OIDCClient(settings, self.clock)
-                self.probed.emit(client.metadata())
+                self.probed.emit(
+                    setup_cluster.probe(issuer, client_id, provider_ca_data, DIALOG_CA_HINT)
+                )
             except AppError as e:
                 self.probed.emit(e)
 

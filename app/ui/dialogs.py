@@ -1,8 +1,10 @@
 """Dialogs: a login's prompt, Add cluster, Settings."""
 
 import base64
+import html
 from pathlib import Path
 
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QCheckBox,
     QDialog,
@@ -23,6 +25,7 @@ from app import autostart, installation
 from app.errors import AppError
 from app.oidc.settings import Metadata
 from app.ui.controller import TrayController
+from app.ui.text import kubectl_line
 
 
 def ask(parent: QWidget | None, name: str, text: str, secret: bool) -> str | None:
@@ -40,11 +43,14 @@ class AddClusterDialog(QDialog):
         self.setWindowTitle("kubetray: add cluster")
         self._controller = controller
         self.metadata: Metadata | None = None
+        self.done_line = ""
+        """The kubectl line to try, once the cluster is written."""
         form = QFormLayout()
         self.context = QLineEdit()
         self.server = QLineEdit()
         self.server.setPlaceholderText("https://api.cluster.example:6443")
         self.ca_file = QLineEdit()
+        self.ca_file.setPlaceholderText("unless its certificate is publicly trusted")
         browse = QPushButton("…")
         browse.clicked.connect(self._pick_ca)
         ca_row = QHBoxLayout()
@@ -61,7 +67,7 @@ class AddClusterDialog(QDialog):
         self.kubeconfig = QLineEdit(controller.default_kubeconfig())
         form.addRow("Context name", self.context)
         form.addRow("API server", self.server)
-        form.addRow("Cluster CA (optional)", ca_row)
+        form.addRow("Cluster CA file", ca_row)
         form.addRow("Issuer URL", self.issuer)
         form.addRow("Client ID", self.client_id)
         form.addRow("Provider CA file", self.provider_ca)
@@ -72,6 +78,7 @@ class AddClusterDialog(QDialog):
         self.probe_button.clicked.connect(self.probe)
         self.found = QLabel("")
         self.found.setWordWrap(True)
+        self.found.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.buttons = QDialogButtonBox(
             QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel
         )
@@ -82,8 +89,12 @@ class AddClusterDialog(QDialog):
         layout = QVBoxLayout(self)
         layout.addLayout(form)
         layout.addWidget(self.probe_button)
-        layout.addWidget(self.found)
+        layout.addWidget(self.found, 1)
         layout.addWidget(self.buttons)
+        # Room for URLs and a provider's error, and resizable for longer ones.
+        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
+        self.setSizeGripEnabled(True)
+        self.setMinimumWidth(620)
         controller.probed.connect(self._show_probe)
         controller.cluster_added.connect(self._added)
 
@@ -105,7 +116,7 @@ class AddClusterDialog(QDialog):
         self.probe_button.setEnabled(True)
         if isinstance(result, AppError):
             self.metadata = None
-            self.found.setText(f"<b>Cannot use this provider:</b> {result.one_line()}")
+            self.found.setText(_error_html(result))
             self.buttons.button(QDialogButtonBox.StandardButton.Save).setEnabled(False)
             return
         assert isinstance(result, Metadata)
@@ -158,9 +169,26 @@ class AddClusterDialog(QDialog):
     def _added(self, result: object) -> None:
         self.buttons.setEnabled(True)
         if isinstance(result, AppError):
-            self.found.setText(f"<b>Not written:</b> {result.one_line()}")
+            self.found.setText("<b>Not written.</b> " + _error_html(result))
             return
-        self.accept()
+        context = str(getattr(result, "context", ""))
+        files = ", ".join(str(w.path) for w in getattr(result, "written", []))
+        line = kubectl_line(context)
+        self.done_line = line
+        self.found.setText(
+            f"<b>Added context {html.escape(context)}</b> to {html.escape(files)}.<br>"
+            f"Try it: <code>{html.escape(line)}</code>"
+        )
+        self.buttons.button(QDialogButtonBox.StandardButton.Save).hide()
+        self.buttons.button(QDialogButtonBox.StandardButton.Cancel).setText("Close")
+
+
+def _error_html(error: AppError) -> str:
+    """An error as the dialogs show it: the sentence, then what to do."""
+    text = f"<b>{html.escape(error.message, quote=False)}</b>"
+    if error.hint:
+        text += f"<br>{html.escape(error.hint, quote=False)}"
+    return text
 
 
 class SettingsDialog(QDialog):
@@ -188,7 +216,11 @@ class SettingsDialog(QDialog):
         self.notify_failures.setChecked(s.notify_failures)
         form.addRow(self.start_at_login)
         form.addRow("Browser command", self.browser)
-        form.addRow("Refresh tokens at least", self.margin)
+        self.margin.setToolTip(
+            "kubetray renews a sign-in (with its refresh token) this long before it expires, "
+            "so kubectl never waits for it."
+        )
+        form.addRow("Renew sign-ins this long before they expire", self.margin)
         form.addRow(QLabel("Notify me:"))
         form.addRow(self.notify_login)
         form.addRow(self.notify_expiring)

@@ -26,6 +26,16 @@ def dark_panel() -> bool:
 _icons: dict[tuple[str, str], QIcon] = {}
 
 
+def icon_files(state: str, dark: bool, platform: str | None = None) -> list[Path]:
+    """The image files of a state's icon: on macOS the template image (black and alpha, which
+    the menu bar tints for its light or dark look), elsewhere the state's own colours."""
+    folder = resources_dir() / "icons"
+    if (platform or sys.platform) == "darwin":
+        return [folder / "kubetray-template.png", folder / "kubetray-template@2x.png"]
+    theme = "dark" if dark else "light"
+    return [folder / f"kubetray-{state}-{theme}-{size}.png" for size in (22, 32, 64)]
+
+
 def state_icon(state: str) -> QIcon:
     """The icon for an overall state (loaded once per state and theme)."""
     theme = "dark" if dark_panel() else "light"
@@ -33,8 +43,9 @@ def state_icon(state: str) -> QIcon:
     if cached is not None:
         return cached
     icon = _icons[(state, theme)] = QIcon()
-    for size in (22, 32, 64):
-        icon.addFile(str(resources_dir() / "icons" / f"kubetray-{state}-{theme}-{size}.png"))
+    for path in icon_files(state, theme == "dark"):
+        icon.addFile(str(path))
+    icon.setIsMask(sys.platform == "darwin")  # a template image: macOS tints it
     return icon
 
 

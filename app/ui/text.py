@@ -1,5 +1,7 @@
 """Words and numbers as the app shows them (Qt-free, so they are easy to test)."""
 
+import shlex
+import sys
 from datetime import datetime, timedelta
 
 from app.model import IdentityStatus
@@ -28,3 +30,12 @@ def who(identity: IdentityStatus) -> str:
     if identity.groups:
         return f"{name} [{', '.join(identity.groups)}]"
     return name
+
+
+def kubectl_line(context: str) -> str:
+    """A command to try ``context`` with, quoted for the platform's usual shell."""
+    if sys.platform == "win32":
+        quoted = f'"{context}"' if any(c in context for c in ' &|<>^"') else context
+    else:
+        quoted = shlex.quote(context)
+    return f"kubectl --context {quoted} get ns"

@@ -13,8 +13,10 @@ from app.model import OIDC, IdentityStatus, State
 from app.ui import icons
 from app.ui.controller import TrayController
 from app.ui.dialogs import AddClusterDialog, SettingsDialog, ask
+from app.ui.notify import DesktopNotifications
 from app.ui.text import time_left, who
 from app.ui.views import DeviceCodeWindow, DiagnosticsWindow, StatusWindow, bring_to_front
+from app.ui.window import MainWindow
 
 
 def dispose(obj: QObject) -> None:
@@ -50,10 +52,14 @@ class TrayApp(QObject):
         self.menu = QMenu()
         self.tray: QSystemTrayIcon | None = None
         self.status_window: StatusWindow | None = None
+        self.main_window: MainWindow | None = None
+        self.state = icons.overall_state(controller.identities())
         if use_tray:
-            self.tray = QSystemTrayIcon()
+            # The icon before show(): Qt warns "No Icon set" otherwise.
+            self.tray = QSystemTrayIcon(icons.state_icon(self.state))
             self.tray.setContextMenu(self.menu)
             self.tray.messageClicked.connect(self._notification_clicked)
+            self.tray.activated.connect(self._activated)
             self.tray.show()
         else:
             self.status_window = StatusWindow(controller)
@@ -63,11 +69,13 @@ class TrayApp(QObject):
         self.device_windows: dict[str, DeviceCodeWindow] = {}
         self.diagnostics: DiagnosticsWindow | None = None
         self.notifications: list[tuple[str, str, str]] = []
-        self.state = icons.OK
+        self.desktop_notifications = DesktopNotifications()
+        self.desktop_notifications.action.connect(self._notification_action)
         self._progress: dict[str, str] = {}
         self._signature: object = None
         self._info: dict[str, QAction] = {}
         self._clicked_login: str | None = None
+        self._closed = False
         controller.changed.connect(self.refresh)
         controller.started_login.connect(lambda _n: self.refresh())
         controller.finished_login.connect(self._finished)
@@ -87,6 +95,8 @@ class TrayApp(QObject):
         self.refresh()
 
     def refresh(self) -> None:
+        if self._closed:  # a login thread finishing after Quit
+            return
         identities = self.controller.identities()
         now = self.controller.clock()
         state = icons.overall_state(identities)
@@ -97,6 +107,8 @@ class TrayApp(QObject):
         self.state = state
         if self.status_window is not None:
             self.status_window.update_status(identities, now)
+        if self.main_window is not None and self.main_window.isVisible():
+            self.main_window.update_status(identities, now)
         signature = tuple(
             (
                 i.name,
@@ -139,6 +151,8 @@ class TrayApp(QObject):
         menu.clear()
         self._info.clear()
         now = c.clock()
+        menu.addAction("Open kubetray", self.show_main_window)
+        menu.addSeparator()
         if not identities:
             menu.addAction("No identities yet: add a cluster, or run kubectl").setEnabled(False)
         for ident in identities:
@@ -147,10 +161,6 @@ class TrayApp(QObject):
             info = menu.addAction(self._line(ident, now))
             info.setEnabled(False)
             self._info[name] = info
-            if ident.contexts:
-                menu.addAction("Contexts: " + ", ".join(ident.contexts)).setEnabled(False)
-            if ident.clusters:
-                menu.addAction("Clusters: " + ", ".join(ident.clusters)).setEnabled(False)
             if ident.kind != OIDC:
                 continue
             if name in c.in_progress:
@@ -217,6 +227,9 @@ class TrayApp(QObject):
         self.notifications.append((kind, title, text))
         if kind == "login":
             self._clicked_login = name
+        actions = (("login", "Log in"),) if kind in ("login", "expiring", "failure") else ()
+        if self.desktop_notifications.notify(name, title, text, actions):
+            return  # the desktop's own service shows it (history, do-not-disturb, actions)
         if self.tray is not None:
             self.tray.showMessage(title, text, icons.state_icon(self.state))
         elif self.status_window is not None:
@@ -225,11 +238,28 @@ class TrayApp(QObject):
     def _remove(self, name: str) -> None:
         self.controller.remove(name)
 
+    def _notification_action(self, name: str, key: str) -> None:
+        if key == "login":
+            self.controller.log_in(name)
+        elif key == "default":  # a click on the notification itself
+            self.show_main_window()
+
     def _notification_clicked(self) -> None:
         if self._clicked_login:
             self.controller.log_in(self._clicked_login)
 
     # -- windows ----------------------------------------------------------------------------
+
+    def _activated(self, reason: QSystemTrayIcon.ActivationReason) -> None:
+        # Left click (Trigger) opens the window; the right click shows the menu by itself.
+        if reason == QSystemTrayIcon.ActivationReason.Trigger:
+            self.show_main_window()
+
+    def show_main_window(self) -> None:
+        if self.main_window is None:
+            self.main_window = MainWindow(self.controller, self.show_diagnostics)
+        self.main_window.update_status(self.controller.identities(), self.controller.clock())
+        bring_to_front(self.main_window)
 
     def show_diagnostics(self) -> None:
         if self.diagnostics is None:
@@ -247,10 +277,12 @@ class TrayApp(QObject):
 
     def shutdown(self) -> None:
         """Stop updating and close every window (Quit, and the end of a test)."""
+        self._closed = True
         self.timer.stop()
         self.controller.detach()
         windows = [
             *self.device_windows.values(),
+            self.main_window,
             self.diagnostics,
             self.status_window,
             getattr(self, "add_dialog", None),
@@ -260,6 +292,7 @@ class TrayApp(QObject):
             if window is not None:
                 dispose(window)
         self.device_windows.clear()
+        self.desktop_notifications.close()
         if self.tray is not None:
             self.tray.hide()
             dispose(self.tray)
@@ -269,5 +302,5 @@ class TrayApp(QObject):
         """A second `kubetray` asked us to show ourselves."""
         if self.status_window is not None:
             bring_to_front(self.status_window)
-        elif self.tray is not None:
-            self.tray.showMessage("kubetray is running", "Its menu is in the system tray.")
+        else:
+            self.show_main_window()

@@ -5,12 +5,16 @@ question) on a worker thread.
 """
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from app import compose
 from app.kubeconfig import edit as edits
 from app.kubeconfig import setup
 from app.kubeconfig.edit import Edit, Written
 from app.kubeconfig.view import View
+from app.oidc.settings import Metadata
+
+SETUP_CA_HINT = "pass --provider-ca with the CA certificate that signed the provider's certificate"
 
 
 @dataclass(frozen=True)
@@ -45,3 +49,29 @@ def apply(p: Plan, operation: str = "setup") -> Done:
 def run(request: setup.Setup, paths: list[str] | None, operation: str) -> Done:
     """Plan and write in one go."""
     return apply(plan(request, paths), operation)
+
+
+def probe(
+    issuer: str, client_id: str, provider_ca_data: str | None, ca_hint: str = SETUP_CA_HINT
+) -> Metadata:
+    """The provider's discovery document, or an AppError in a person's words (before anything
+    is written: a wrong issuer or an untrusted CA would only show at the first kubectl call).
+
+    ``ca_hint``: what to do about an untrusted provider CA where the question was asked.
+    """
+    from app.errors import AppError
+    from app.identity import normalize_issuer
+    from app.oidc import explain
+    from app.oidc.client import OIDCClient
+    from app.oidc.settings import OIDCSettings
+
+    settings = OIDCSettings(
+        issuer=normalize_issuer(issuer),
+        client_id=client_id,
+        ca_data=(provider_ca_data,) if provider_ca_data else (),
+    )
+    try:
+        return OIDCClient(settings, lambda: datetime.now(UTC)).metadata()
+    except AppError as e:
+        hint = ca_hint if e.hint == explain.untrusted_hint() else e.hint
+        raise AppError(e.message, hint) from None

@@ -37,24 +37,24 @@ Name: "startatlogin"; Description: "Start kubetray when I log in"; Flags: unchec
 Source: "..\..\build\dist\kubetray\*"; DestDir: "{app}"; Flags: ignoreversion recursesubdirs createallsubdirs
 
 [Icons]
-Name: "{group}\kubetray"; Filename: "{app}\kubetray.exe"
+Name: "{group}\kubetray"; Filename: "{app}\kubetrayw.exe"
 Name: "{group}\Uninstall kubetray"; Filename: "{uninstallexe}"
 
 [Registry]
 ; Start at login: HKCU\...\Run, value "kubetray" (app\autostart\autostart_windows.py writes the same).
 Root: HKCU; Subkey: "Software\Microsoft\Windows\CurrentVersion\Run"; ValueType: string; \
-  ValueName: "kubetray"; ValueData: """{app}\kubetray.exe"""; Tasks: startatlogin; \
+  ValueName: "kubetray"; ValueData: """{app}\kubetrayw.exe"""; Tasks: startatlogin; \
   Flags: uninsdeletevalue
 ; The helper's directory on the user's PATH (removed again on uninstall, see [Code]).
 Root: HKCU; Subkey: "Environment"; ValueType: expandsz; ValueName: "Path"; \
   ValueData: "{olddata};{app}"; Check: NeedsAddPath(ExpandConstant('{app}'))
 
 [Run]
-Filename: "{app}\kubetray.exe"; Description: "Start kubetray now"; \
+Filename: "{app}\kubetrayw.exe"; Description: "Start kubetray now"; \
   Flags: nowait postinstall skipifsilent runasoriginaluser
 
 [UninstallRun]
-Filename: "taskkill.exe"; Parameters: "/IM kubetray.exe /F"; Flags: runhidden; RunOnceId: "StopKubetray"
+Filename: "taskkill.exe"; Parameters: "/IM kubetrayw.exe /IM kubetray.exe /F"; Flags: runhidden; RunOnceId: "StopKubetray"
 
 [Code]
 function NeedsAddPath(Dir: string): Boolean;

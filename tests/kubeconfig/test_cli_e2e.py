@@ -112,6 +112,7 @@ def test_secure_leaves_no_secret_on_disk_and_kubectl_still_works(
             "setup",
             "--issuer=https://idp.example",
             "--client-id=k",
+            "--no-probe",  # a provider that does not exist: kubeconfig handling is the point
             "--cluster=api",
             "--context=oidc",
             f"--kubeconfig={config}",
@@ -172,6 +173,7 @@ def _setup(kt: KubetrayEnv, config: Path, issuer: str) -> None:
         "setup",
         f"--issuer={issuer}",
         "--client-id=kubectl",
+        "--no-probe",  # doctor reports what is wrong with the provider
         "--server=https://127.0.0.1:6443",
         "--context=c",
         f"--kubeconfig={config}",
@@ -238,7 +240,8 @@ def test_doctor_passes_on_a_healthy_setup_and_names_each_broken_condition(
     _setup(kt, unreachable, "http://127.0.0.1:9")
     done = _doctor(kt, unreachable)
     assert "provider http://127.0.0.1:9" in " ".join(_failures(done.stdout))
-    assert "fix: check the issuer URL, the network, the proxy and the CA settings" in done.stdout
+    assert "nothing answers at 127.0.0.1:9 (connection refused)" in done.stdout
+    assert "fix: check the port in the issuer URL and that the provider is running" in done.stdout
 
     with run_idp(dateSkew=300) as skewed:
         config = tmp_path / "skewed"

@@ -21,7 +21,7 @@ from tests.pki import CA
 
 OTHER = "kt-other"
 SETUP = ["setup", "--issuer", "https://idp.example", "--client-id", "k"]
-SETUP += ["--server", "https://c.example", "--context", "c", "--yes"]
+SETUP += ["--server", "https://c.example", "--context", "c", "--yes", "--no-probe"]
 TOKEN_USER = {"name": "static", "user": {"token": "static-secret-token"}}
 
 

@@ -86,7 +86,7 @@ def test_tls_provider_with_an_extra_ca_and_not_without(tls_provider: tuple[str, 
     issuer, ca = tls_provider
     data = base64.b64encode(ca.cert_pem).decode()
     assert _client(issuer, ca_data=(data,)).metadata().issuer == issuer
-    with pytest.raises(LoginError, match="CERTIFICATE_VERIFY_FAILED"):
+    with pytest.raises(LoginError, match=r"the provider.s CA is not trusted"):
         _client(issuer).metadata()  # the system trust alone does not know this CA
     assert _client(issuer, insecure=True).metadata().issuer == issuer
 
@@ -99,7 +99,7 @@ def test_proxy_from_the_environment_and_no_proxy(monkeypatch: pytest.MonkeyPatch
         issuer = "http://provider.invalid"  # resolvable only through the proxy
         assert _client(issuer).metadata().token_endpoint == issuer + "/token"
         assert seen == [issuer + "/.well-known/openid-configuration"]
-        with pytest.raises(LoginError, match="cannot reach the provider"):
+        with pytest.raises(LoginError, match=r"cannot find the provider.s host bypassed\.invalid"):
             _client("http://bypassed.invalid").metadata()
         assert len(seen) == 1
     finally:

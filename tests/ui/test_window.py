@@ -1,0 +1,251 @@
+"""The main window (pytest-qt, offscreen): every context of a real multi-file KUBECONFIG grouped
+by identity, live updates, search, and the actions on a row."""
+
+import os
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+import yaml
+from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import QSystemTrayIcon
+
+from app.broker.broker import Broker, utcnow
+from app.broker.logins import Logins
+from app.broker.registry import Registry
+from app.kubeconfig.uses import contexts_by_identity
+from app.oidc.settings import OIDCSettings
+from app.oidc.tokens import TokenSet
+from app.settings import Settings
+from app.static_credentials import StoredCredential, StoredCredentials
+from app.store.memory_store import MemorySecretStore
+from app.ui.controller import TrayController
+from app.ui.tray import TrayApp
+from app.ui.views import DeviceCodeWindow, DiagnosticsWindow
+from app.ui.window import OTHER, MainWindow
+from exec_helper.options import resolve
+from tests.fakes import NoBrowser
+from tests.idp import run_idp
+
+HELPER = "/opt/kubetray/kubetray-exec"
+
+
+def exec_user(name: str, args: list[str]) -> dict[str, object]:
+    return {
+        "name": name,
+        "user": {
+            "exec": {
+                "apiVersion": "client.authentication.k8s.io/v1",
+                "command": HELPER,
+                "args": args,
+                "interactiveMode": "IfAvailable",
+            }
+        },
+    }
+
+
+def write_kubeconfig(tmp_path: Path, issuer: str) -> tuple[str, list[str]]:
+    """Two files, as KUBECONFIG lists them: three kubetray users and one of another kind."""
+    oidc_args = [
+        f"--oidc-issuer-url={issuer}",
+        "--oidc-client-id=kubectl",
+        "--grant-type=device-code",
+    ]
+    first = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {"name": "eu-1", "cluster": {"server": "https://eu-1.example:6443"}},
+            {"name": "us-1", "cluster": {"server": "https://us-1.example:6443"}},
+        ],
+        "users": [exec_user("ops", ["--stored", "ops"]), exec_user("team", oidc_args)],
+        "contexts": [
+            {"name": "prod-eu", "context": {"cluster": "eu-1", "user": "ops"}},
+            {"name": "prod-us", "context": {"cluster": "us-1", "user": "ops"}},
+        ],
+    }
+    second = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "lab", "cluster": {"server": "https://lab.example:6443"}}],
+        "users": [
+            {"name": "admin", "user": {"token": "static"}},
+        ],
+        "contexts": [
+            {"name": "dev", "context": {"cluster": "lab", "user": "team"}},
+            {"name": "lab-admin", "context": {"cluster": "lab", "user": "admin"}},
+        ],
+    }
+    a, b = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    a.write_text(yaml.safe_dump(first))
+    b.write_text(yaml.safe_dump(second))
+    return os.pathsep.join([str(a), str(b)]), oidc_args
+
+
+@pytest.fixture
+def world(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[Logins, StoredCredentials, list[str]]]:
+    monkeypatch.setenv("KUBETRAY_CONFIG_DIR", str(tmp_path / "config"))
+    store = MemorySecretStore()
+    stored = StoredCredentials(store, str(tmp_path / "stored.json"))
+    registry = Registry(str(tmp_path / "identities.json"))
+    logins = Logins(store, registry, utcnow, browser=NoBrowser)
+    yield logins, stored, []
+    logins.stop()
+
+
+def make_view(
+    qtbot, world, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, issuer: str
+) -> TrayApp:  # type: ignore[no-untyped-def]
+    logins, stored, _ = world
+    kubeconfig, oidc_args = write_kubeconfig(tmp_path, issuer)
+    monkeypatch.setenv("KUBECONFIG", kubeconfig)
+    settings = OIDCSettings.from_options(resolve(oidc_args))
+    logins.identity(settings, "team")
+    broker = Broker(stored, logins.registry, logins=logins, contexts=contexts_by_identity)
+    controller = TrayController(broker, logins, Settings(), utcnow)
+    return TrayApp(controller, tray=True)
+
+
+@pytest.fixture
+def view(qtbot, world, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[TrayApp]:  # type: ignore[no-untyped-def]
+    app = make_view(qtbot, world, tmp_path, monkeypatch, "https://idp.invalid")
+    yield app
+    app.shutdown()
+    qtbot.wait(50)
+
+
+def test_contexts_of_every_file_grouped_by_identity(qtbot, view: TrayApp, world) -> None:  # type: ignore[no-untyped-def]
+    _, stored, _ = world
+    now = datetime.now(UTC)
+    stored.save(
+        StoredCredential(
+            name="ops", token="t", not_after=now + timedelta(hours=3), subject="CN=ops"
+        ),
+        now,
+    )
+    view.show_main_window()
+    window = view.main_window
+    assert isinstance(window, MainWindow) and window.isVisible()
+    rows = window.rows()
+    names = [r[0] for r in rows]
+    # Identities in bold rows, their contexts under them with their clusters, from both files.
+    team = names.index("team")
+    assert names[team + 1] == "  dev" and rows[team + 1][4] == "lab"
+    assert rows[team][2] == "needs login"
+    ops = names.index("ops")
+    assert rows[ops][1] == "CN=ops" and rows[ops][2] == "ready"
+    assert rows[ops][3].startswith("2h 59m left")
+    assert [r[0] for r in rows[ops + 1 : ops + 3]] == ["  prod-eu", "  prod-us"]
+    assert [r[4] for r in rows[ops + 1 : ops + 3]] == ["eu-1", "us-1"]
+    # A context kubetray does not sign in is listed too, under its own heading.
+    other = names.index(OTHER)
+    assert names[other + 1] == "  lab-admin" and rows[other + 1][1] == "user admin"
+    assert "2</b> identities, <b>4</b> kubeconfig contexts" in window.summary.text()
+    assert not window.search.isVisible()  # few rows: no search field
+
+
+def test_copy_a_kubectl_line_and_open_diagnostics(qtbot, view: TrayApp) -> None:  # type: ignore[no-untyped-def]
+    view.show_main_window()
+    window = view.main_window
+    assert window is not None
+    window.select("dev")
+    assert window.copy_button.isEnabled()
+    window.copy_button.click()
+    assert QGuiApplication.clipboard().text() == "kubectl --context dev get ns"
+    assert "kubectl --context dev get ns" in window.notice.text()
+    window.select(OTHER)
+    assert not window.copy_button.isEnabled() and not window.login_button.isEnabled()
+    window.select("team")  # an identity: its first context
+    window.copy_button.click()
+    assert QGuiApplication.clipboard().text() == "kubectl --context dev get ns"
+    window.diagnostics_button.click()
+    assert isinstance(view.diagnostics, DiagnosticsWindow) and view.diagnostics.isVisible()
+
+
+def test_window_updates_live(qtbot, view: TrayApp, world, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    logins, stored, _ = world
+    view.show_main_window()
+    window = view.main_window
+    assert window is not None
+    # Named in the kubeconfig, nothing stored yet: listed, and said to be kubetray's.
+    rows = {r[0]: r for r in window.rows()}
+    assert "ops" not in rows and rows["  prod-eu"][1] == "user ops (kubetray, not used yet)"
+    now = datetime.now(UTC)
+    stored.save(StoredCredential(name="ops", token="t"), now)
+    qtbot.wait_until(lambda: "ops" in [r[0] for r in window.rows()], timeout=3000)
+    # A token arrives for the OIDC identity: the row follows within the tray's 1 s tick.
+    st = logins.find("team")
+    assert st is not None
+    st.tokens = TokenSet(
+        expires_at=now + timedelta(hours=1),
+        issued_at=now,
+        id_token="t",
+        claims={"email": "alice@example.test"},
+    )
+    st.loaded = True
+    qtbot.wait_until(lambda: ("team", "alice@example.test") in [r[:2] for r in window.rows()])
+    window.select("team")
+    assert window.logout_button.isEnabled() and window.login_button.text() == "Log in again"
+    # A new context in the second file shows up without reopening the window.
+    second = Path(os.environ["KUBECONFIG"].split(os.pathsep)[1])
+    doc = yaml.safe_load(second.read_text())
+    doc["contexts"].append({"name": "dev-2", "context": {"cluster": "lab", "user": "team"}})
+    second.write_text(yaml.safe_dump(doc))
+    qtbot.wait_until(lambda: "  dev-2" in [r[0] for r in window.rows()], timeout=5000)
+    assert window.tree.selectedItems()[0].text(0) == "team"  # the selection survived
+
+
+def test_search_when_there_are_many(qtbot, view: TrayApp, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    second = Path(os.environ["KUBECONFIG"].split(os.pathsep)[1])
+    doc = yaml.safe_load(second.read_text())
+    for i in range(10):
+        doc["contexts"].append({"name": f"lab-{i}", "context": {"cluster": "lab", "user": "admin"}})
+    second.write_text(yaml.safe_dump(doc))
+    view.show_main_window()
+    window = view.main_window
+    assert window is not None and window.search.isVisible()
+    window.search.setText("eu-1")  # a cluster finds its contexts, under their identity
+    assert [r[0] for r in window.rows()] == [OTHER, "  prod-eu"]
+    window.search.setText("team")  # an identity shows all its contexts
+    assert [r[0] for r in window.rows()] == ["team", "  dev"]
+    window.search.clear()
+    assert len(window.rows()) == 2 + 1 + 3 + 10
+
+
+def test_left_click_menu_entry_and_second_start_open_it(qtbot, view: TrayApp) -> None:  # type: ignore[no-untyped-def]
+    assert view.action_texts()[0] == "Open kubetray"
+    assert view.tray is not None and not view.tray.icon().isNull()
+    view.tray.activated.emit(QSystemTrayIcon.ActivationReason.Context)
+    assert view.main_window is None  # right click: the menu, not the window
+    view.tray.activated.emit(QSystemTrayIcon.ActivationReason.Trigger)
+    assert view.main_window is not None and view.main_window.isVisible()
+    view.main_window.close()
+    view.trigger("Open kubetray")
+    assert view.main_window.isVisible()
+    view.main_window.close()
+    view.bring_forward()  # what a second `kubetray` asks for
+    assert view.main_window.isVisible()
+
+
+def test_log_in_from_the_window_starts_a_login(
+    qtbot, world, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    with run_idp() as idp:
+        view = make_view(qtbot, world, tmp_path, monkeypatch, idp.issuer)
+        try:
+            view.show_main_window()
+            window = view.main_window
+            assert window is not None
+            window.select("dev")  # a context: its identity logs in
+            assert window.login_button.isEnabled() and not window.logout_button.isEnabled()
+            with qtbot.wait_signal(view.controller.device_code, timeout=15000):
+                window.login_button.click()
+            assert isinstance(view.device_windows["team"], DeviceCodeWindow)
+            qtbot.wait_until(lambda: not window.login_button.isEnabled(), timeout=3000)
+            view.controller.cancel("team")
+        finally:
+            view.shutdown()
+            qtbot.wait(50)
