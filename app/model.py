@@ -56,6 +56,8 @@ class Caller:
     name: str | None = None
     parents: tuple[str, ...] = ()
     """Names of the parent processes, nearest first (kubectl, then its shell, ...)."""
+    parent_pid: int | None = None
+    """The process that ran the helper (kubectl): its retries are one command."""
 
 
 @dataclass(frozen=True)

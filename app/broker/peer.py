@@ -26,10 +26,11 @@ def describe(pid: int | None) -> Caller:
     if pid is None or sys.platform != "linux":
         return Caller(pid=pid)
     name, parent = _linux_name_and_parent(pid)
+    parent_pid = parent
     parents: list[str] = []
     while parent and parent > 1 and len(parents) < MAX_PARENTS:
         parent_name, parent = _linux_name_and_parent(parent)
         if parent_name is None:
             break
         parents.append(parent_name)
-    return Caller(pid=pid, name=name, parents=tuple(parents))
+    return Caller(pid=pid, name=name, parents=tuple(parents), parent_pid=parent_pid)

@@ -9,6 +9,7 @@ kubectl's stderr; the record says what happened either way.
 import functools
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,6 +26,11 @@ from exec_helper.exec_credential import ExecInfo, ExecInfoError
 
 log = logging.getLogger(__name__)
 
+REPEAT_WINDOW = 1.0
+"""kubectl runs the helper again at once when it fails (discovery retries, 4-6 times): the
+same failure for the same kubectl within this many seconds is answered from memory, without
+its line, so the person reads it once and the provider is not asked six times."""
+MAX_REPEATS = 256
 MAX_RECORDED = 512
 """Characters of a cluster URL, name or error kept in the record of calls."""
 _CACHE_KEY_LIMIT = 16 * 1024
@@ -52,11 +58,18 @@ class GetCredential:
     def __init__(self, broker: Broker, clock: Callable[[], datetime]) -> None:
         self._broker = broker
         self._clock = clock
+        self._failed: dict[tuple[object, ...], tuple[float, str]] = {}
+        """(request, kubectl pid) → (when, error) of recent failures."""
+        self._lock = threading.Lock()
 
     def do(
         self, req: CredentialRequest, conversation: Callable[[bool, bool], Conversation]
     ) -> Answer:
         start = time.perf_counter()
+        repeat = self._repeat_of(req, start)
+        if repeat is not None:  # kubectl retrying what just failed: the line was said once
+            self._record(req, None, None, start, f"(repeated) {repeat}")
+            return (1, "", "")
         name: str | None = None
         cluster: str | None = None
         try:
@@ -87,18 +100,54 @@ class GetCredential:
             answer = (1, "", error + " (see the agent's log)")
         # The record Diagnostics and `kubetray status` show.
         code, _, error_text = answer
+        self._record(req, name, cluster, start, error_text if code else None)
+        if code:
+            self._remember_failure(req, start, error_text)
+        return answer
+
+    def _record(
+        self,
+        req: CredentialRequest,
+        name: str | None,
+        cluster: str | None,
+        start: float,
+        error: str | None,
+    ) -> None:
         self._broker.record(
             CallRecord(
                 time=self._clock(),
                 identity=name,
                 cluster=cluster,
                 caller=req.caller,
-                ok=code == 0,
-                error=_clip(error_text) if code else None,
+                ok=error is None,
+                error=_clip(error),
                 latency_ms=(time.perf_counter() - start) * 1000,
             )
         )
-        return answer
+
+    @staticmethod
+    def _key(req: CredentialRequest) -> tuple[object, ...] | None:
+        if req.caller.parent_pid is None:
+            return None  # no way to tell one kubectl from another: never silence a call
+        return (req.caller.parent_pid, req.exec_info, req.args, req.env)
+
+    def _repeat_of(self, req: CredentialRequest, now: float) -> str | None:
+        key = self._key(req)
+        with self._lock:
+            found = self._failed.get(key) if key else None
+            if found is not None and now - found[0] < REPEAT_WINDOW:
+                return found[1]
+        return None
+
+    def _remember_failure(self, req: CredentialRequest, now: float, error: str) -> None:
+        key = self._key(req)
+        if key is None:
+            return
+        with self._lock:
+            for old in [k for k, (t, _) in self._failed.items() if now - t >= REPEAT_WINDOW]:
+                del self._failed[old]
+            if len(self._failed) < MAX_REPEATS:
+                self._failed[key] = (now, error)
 
 
 def render(info: ExecInfo, credential: Credential) -> str:

@@ -180,3 +180,20 @@ def test_python_client_lists_namespaces(
         client.close()
     assert names == NAMESPACES
     assert set(api.outcomes()) == {mode}
+
+
+@pytest.mark.kubectl
+def test_kubectls_retries_of_a_failure_show_its_line_once(
+    kt: KubetrayEnv, keyring_session: None, api: APIServer, tmp_path: Path
+) -> None:
+    """kubectl runs the plugin again at once after a failure (discovery retries): the person
+    reads kubetray's line once, the agent answers the repeats from memory, and a new kubectl
+    command shows the line again."""
+    config = kubeconfig(kt, api, "nobody-stored-this", tmp_path / "kubeconfig")
+    for _ in range(2):
+        done = kubectl("1.33", config, kt)
+        assert done.returncode != 0
+        assert done.stderr.count("no stored credential named") == 1, done.stderr
+    records = kt.calls()
+    repeated = [r for r in records if (r["error"] or "").startswith("(repeated)")]
+    assert repeated and len(records) > len(repeated) + 1
