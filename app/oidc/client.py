@@ -177,8 +177,6 @@ class OIDCClient:
                 "use the issuer URL exactly as the provider states it",
             )
 
-        if not doc.get("revocation_endpoint"):
-            doc = {**self._oauth_metadata(), **doc}
 
         def tup(key: str) -> tuple[str, ...]:
             value = doc.get(key) or ()
@@ -211,7 +209,8 @@ class OIDCClient:
 
     def _oauth_metadata(self) -> dict[str, Any]:
         """What RFC 8414 metadata adds that OpenID discovery left out (django-oauth-toolkit
-        names its revocation endpoint only there): endpoints on the issuer's own host."""
+        names its revocation endpoint only there): endpoints on the issuer's own host. Asked
+        only when needed (at logout), never on the way to a token."""
         issuer = urlsplit(self.settings.issuer)
         url = f"{issuer.scheme}://{issuer.netloc}/.well-known/oauth-authorization-server"
         try:
@@ -487,11 +486,12 @@ class OIDCClient:
         meta = self.metadata()
         if not tokens.refresh_token:
             return Revocation(False, "there was no refresh token to revoke")
-        if not meta.revocation_endpoint:
+        endpoint = meta.revocation_endpoint or self._oauth_metadata().get("revocation_endpoint")
+        if not endpoint:
             return Revocation(False, "the provider offers no revocation endpoint")
         try:
             response = self._session().revoke_token(
-                meta.revocation_endpoint,
+                endpoint,
                 tokens.refresh_token,
                 token_type_hint="refresh_token",  # noqa: S106 - a hint, not a secret
                 timeout=TIMEOUT,
