@@ -177,7 +177,6 @@ class OIDCClient:
                 "use the issuer URL exactly as the provider states it",
             )
 
-
         def tup(key: str) -> tuple[str, ...]:
             value = doc.get(key) or ()
             return tuple(value) if isinstance(value, list) else ()
