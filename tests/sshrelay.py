@@ -55,9 +55,7 @@ while True:
 
 
 @contextlib.contextmanager
-def ssh_relay(
-    tmp: Path, agent_socket: str, host: str = "127.0.0.1"
-) -> Iterator[tuple[Path, Path]]:
+def ssh_relay(tmp: Path, agent_socket: str, host: str = "127.0.0.1") -> Iterator[tuple[Path, Path]]:
     """Yield (the socket a remote kubetray-exec uses, the file of what the agent sent)."""
     link = tmp / "bin" / "ssh"
     link.parent.mkdir(exist_ok=True)

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from pytestqt.qtbot import QtBot
 
 from app import compose
 from app.broker.broker import utcnow
@@ -24,7 +25,7 @@ TOKEN = "remote-test-token-1234"
 
 
 @pytest.fixture
-def app(qtbot, kt: KubetrayEnv, monkeypatch: pytest.MonkeyPatch) -> Iterator[TrayApp]:  # type: ignore[no-untyped-def]
+def app(qtbot: QtBot, kt: KubetrayEnv, monkeypatch: pytest.MonkeyPatch) -> Iterator[TrayApp]:
     """The app's parts in this process: the IPC server on its thread, the tray on Qt's."""
     for key, value in kt.env.items():
         if key.startswith(("KUBETRAY_", "XDG_")):
@@ -68,7 +69,7 @@ def remote_kubectl(kt: KubetrayEnv, forwarded: Path) -> subprocess.Popen[str]:
 
 
 def test_the_first_request_from_a_host_waits_for_the_person(
-    qtbot, app: TrayApp, kt: KubetrayEnv, tmp_path: Path  # type: ignore[no-untyped-def]
+    qtbot: QtBot, app: TrayApp, kt: KubetrayEnv, tmp_path: Path
 ) -> None:
     consent = app.controller.broker.consent
     assert consent is not None
@@ -108,7 +109,7 @@ def test_the_first_request_from_a_host_waits_for_the_person(
 
 
 def test_an_unanswered_question_times_out_with_one_line(
-    qtbot, app: TrayApp, kt: KubetrayEnv, tmp_path: Path  # type: ignore[no-untyped-def]
+    qtbot: QtBot, app: TrayApp, kt: KubetrayEnv, tmp_path: Path
 ) -> None:
     consent = app.controller.broker.consent
     assert consent is not None

@@ -111,7 +111,7 @@ def test_once_allows_this_request_only_and_always_is_kept(consent: Consent) -> N
 
 def test_deny_and_silence_give_one_clear_line(consent: Consent) -> None:
     answer_with(consent, Decision.DENY)
-    with pytest.raises(ConsentRefused, match="^denied on your desktop: h wants a token as id"):
+    with pytest.raises(ConsentRefused, match=r"^denied on your desktop: h wants a token as id"):
         consent.check("h", "id", None)
     asked = answer_with(consent, None)
     consent.timeout = 0.5
