@@ -131,7 +131,8 @@ os.makedirs(lib, exist_ok=True)
 os.makedirs(bin_dir, exist_ok=True)
 new = tempfile.mkdtemp(dir=lib)
 with tarfile.open(fileobj=io.BytesIO(sys.stdin.buffer.read())) as tar:
-    tar.extractall(new, filter="data")
+    # Our own archive; "filter" arrived in 3.11.4 (Debian 12 has 3.11.2)
+    tar.extractall(new, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
 old = os.path.join(lib, "exec_helper")
 if os.path.isdir(old):
     shutil.rmtree(old)
