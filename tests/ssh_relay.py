@@ -4,8 +4,9 @@ Run by the remote user's system Python (stdlib only):
     python3 ssh_relay.py LISTEN LOG -- COMMAND [ARGS...]
 Listens on LISTEN, relays each connection to $KUBETRAY_AGENT_SOCK (the forward ssh made), and
 runs COMMAND with KUBETRAY_AGENT_SOCK=LISTEN. Every byte that came from the desktop through
-the forward is appended to LOG before it is passed on (the requests go to LOG + ".sent");
-so LOG holds exactly what the remote host received. Exits with COMMAND's code.
+the forward is appended to LOG.N (N counts connections from 1) before it is passed on, and the
+requests to LOG.N.sent: so LOG.N holds exactly what the remote host received on connection N.
+Exits with COMMAND's code.
 """
 
 import contextlib
@@ -16,13 +17,13 @@ import sys
 import threading
 
 
-def pump(source: socket.socket, sink: socket.socket, log_path: str, lock: threading.Lock) -> None:
+def pump(source: socket.socket, sink: socket.socket, log_path: str) -> None:
     try:
         while True:
             data = source.recv(65536)
             if not data:
                 break
-            with lock, open(log_path, "ab") as log:
+            with open(log_path, "ab") as log:
                 log.write(data)
             sink.sendall(data)
     except OSError:
@@ -36,16 +37,18 @@ def pump(source: socket.socket, sink: socket.socket, log_path: str, lock: thread
 def serve(
     listener: socket.socket, upstream: str, log_path: str, pumps: list[threading.Thread]
 ) -> None:
-    lock = threading.Lock()
+    count = 0
     while True:
         try:
             client, _ = listener.accept()
         except OSError:
             return
+        count += 1
         agent = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         agent.connect(upstream)
-        for args in ((agent, client, log_path), (client, agent, log_path + ".sent")):
-            t = threading.Thread(target=pump, args=(*args, lock), daemon=True)
+        log = f"{log_path}.{count}"
+        for args in ((agent, client, log), (client, agent, log + ".sent")):
+            t = threading.Thread(target=pump, args=args, daemon=True)
             t.start()
             pumps.append(t)
 
