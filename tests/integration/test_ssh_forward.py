@@ -91,7 +91,8 @@ def desktop(kt: KubetrayEnv, keyring_session: None) -> Iterator[KubetrayEnv]:
     log = kt.inputs() / "ssh-argv.jsonl"
     (wrapper / "ssh").write_text(
         "#!/bin/sh\n"
-        f"{REMOTE_PYTHON} -c 'import json,sys; print(json.dumps(sys.argv[1:]))' \"$@\" >> {log}\n"
+        f"{REMOTE_PYTHON} -c 'import json,sys; print(json.dumps(sys.argv[1:]))' \"$@\" "
+        f">> {shlex.quote(str(log))}\n"
         'exec /usr/bin/ssh "$@"\n'
     )
     (wrapper / "ssh").chmod(0o755)
@@ -139,6 +140,8 @@ def install_helper(kt: KubetrayEnv, sshd: SSHServer, account: Account) -> str:
     done = kubetray_ssh(kt, sshd, account, install=True)
     assert done.returncode == 0, done.stdout + done.stderr
     assert account.helper in done.stdout, done.stdout
+    package = account.home / ".local" / "lib" / "kubetray-exec" / "exec_helper"
+    assert (package / "__main__.py").stat().st_uid == account.uid  # the remote user's own
     assert sshd.check(account, [account.helper, "--version"]).startswith("kubetray-exec ")
     return account.helper
 
