@@ -332,7 +332,9 @@ def test_a_missing_or_dead_forward_is_one_line_and_starts_no_agent(
     finally:
         Path(path).unlink(missing_ok=True)
     assert done.returncode == 1 and done.stdout == "", done.stderr
-    [line] = done.stderr.splitlines()
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1, done.stderr
+    line = lines[0]
     assert "KUBETRAY_AGENT_SOCK" in line and path in line
     assert not marker.exists() and "started the kubetray agent" not in done.stderr
     assert not remote.runtime_dir.exists()  # no socket directory of its own either
@@ -357,7 +359,9 @@ def test_a_forwarded_socket_owned_by_another_user_is_refused(
             planted.accept()[0].close()  # nobody connected to it
     Path(path).unlink(missing_ok=True)
     assert done.returncode == 1 and done.stdout == "", done.stderr
-    [line] = done.stderr.splitlines()
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1, done.stderr
+    line = lines[0]
     assert f"belongs to uid {sshd.other.uid}" in line and "KUBETRAY_AGENT_SOCK" in line
     assert agent_processes_of(remote) == []
 
