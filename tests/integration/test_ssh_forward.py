@@ -11,13 +11,16 @@ that came through the forward.
 import base64
 import itertools
 import json
+import os
 import re
 import shlex
 import shutil
 import socket
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +31,8 @@ from tests.apiserver import NAMESPACES, APIServer
 from tests.idp import BROWSE, IdP, browser_available, browser_log, run_idp
 from tests.integration.test_headless import start_agent, stop
 from tests.integration.test_oidc import checker, oidc_args
+from tests.integration.test_oidc import kubeconfig as local_kubeconfig
+from tests.integration.test_oidc import kubectl as local_kubectl
 from tests.peers import ROOT, V1, KubetrayEnv, kubectl_binaries, require
 from tests.pki import CA
 from tests.sshd import (
@@ -98,8 +103,17 @@ def desktop(kt: KubetrayEnv, keyring_session: None) -> Iterator[KubetrayEnv]:
     (wrapper / "ssh").chmod(0o755)
     kt.env["PATH"] = f"{wrapper}:{kt.env.get('PATH', '/usr/bin:/bin')}"
     kt.env.pop("SSH_AUTH_SOCK", None)
-    # Logins open in the tests' real headless browser, the desktop's (they log how often).
-    kt.env.update(KUBETRAY_BROWSER=BROWSE, KUBETRAY_TEST_BROWSER_LOG=str(browser_opened(kt)))
+    # Logins open in the tests' real headless browser, the desktop's (they log how often),
+    # held back while a test keeps the file hold-browser.
+    gate = wrapper / "browser"
+    gate.write_text(
+        "#!/bin/sh\n"
+        f"touch {shlex.quote(str(kt.inputs() / 'browser-asked'))}\n"
+        f"while [ -e {shlex.quote(str(kt.inputs() / 'hold-browser'))} ]; do sleep 0.05; done\n"
+        f'exec {BROWSE} "$@"\n'
+    )
+    gate.chmod(0o755)
+    kt.env.update(KUBETRAY_BROWSER=str(gate), KUBETRAY_TEST_BROWSER_LOG=str(browser_opened(kt)))
     agent = start_agent(kt)
     try:
         yield kt
@@ -220,6 +234,11 @@ def frames(data: bytes) -> list[dict[str, Any]]:
 
 def agent_processes_of(account: Account) -> list[str]:
     """Command lines of ``account``'s processes that look like a kubetray agent."""
+    return processes(account.uid, "agent")
+
+
+def processes(uid: int, arg: str) -> list[str]:
+    """Command lines of ``uid``'s processes with ``arg`` as one of their arguments."""
     found = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
@@ -229,8 +248,8 @@ def agent_processes_of(account: Account) -> list[str]:
             argv = (proc / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        uid = next((line.split()[1] for line in status.splitlines() if line.startswith("Uid:")), "")
-        if uid == str(account.uid) and b"agent" in argv:
+        owner = next((x.split()[1] for x in status.splitlines() if x.startswith("Uid:")), "")
+        if owner == str(uid) and arg.encode() in argv:
             found.append(" ".join(a.decode(errors="replace") for a in argv))
     return found
 
@@ -609,3 +628,48 @@ def test_a_remote_kubectl_logs_in_in_the_desktop_browser_and_gets_only_the_token
     if tokens.access_token and tokens.access_token != handed:
         assert tokens.access_token.encode() not in data  # only the token kubectl uses
     assert re.search(rb"eyJ[\w-]+\.[\w-]+\.[\w-]+", data)  # the id token did cross
+
+
+@pytest.mark.kubectl
+def test_one_login_serves_a_local_and_a_remote_kubectl_asking_at_once(
+    desktop: KubetrayEnv, sshd: SSHServer, remote: Account, idp: IdP, tmp_path: Path
+) -> None:
+    """kubectl on the desktop and kubectl on the SSH host need the same OIDC identity at the
+    same moment: one browser login on the desktop serves both (single-flight holds across
+    local and forwarded callers)."""
+    require(browser_available(), "needs Debian chromium and Python playwright")
+    kt = desktop
+    with APIServer(CA(), check_token=checker(idp)) as api:
+        helper = install_helper(kt, sshd, remote)
+        remote_config = remote_kubeconfig(remote, api, helper, oidc_args(idp))
+        kubectl = remote_kubectl(sshd, remote, kubectl_133())
+        local_config = local_kubeconfig(kt, api, oidc_args(idp), tmp_path / "kubeconfig")
+        assert kt.kubetray("remote", "allow", HOST).returncode == 0
+        hold = kt.inputs() / "hold-browser"
+        hold.touch()  # the login waits until both callers wait for it
+        with ThreadPoolExecutor(2) as pool:
+            remote_run = pool.submit(
+                kubetray_ssh, kt, sshd, remote, *get_ns(kubectl, remote_config)
+            )
+            local_run = pool.submit(local_kubectl, kt, local_config)
+            try:
+                deadline = time.monotonic() + 60
+                while not (
+                    (kt.inputs() / "browser-asked").exists()
+                    and processes(remote.uid, helper)
+                    and processes(os.getuid(), str(kt.helper))
+                ):
+                    assert time.monotonic() < deadline, "the two kubectls never waited together"
+                    assert not (remote_run.done() or local_run.done()), "one finished alone"
+                    time.sleep(0.05)
+            finally:
+                hold.unlink()
+            there, here = remote_run.result(timeout=180), local_run.result(timeout=180)
+    assert there.returncode == 0, there.stderr
+    assert here.returncode == 0, here.stderr
+    assert there.stdout == here.stdout
+    opened = [e for e in browser_log(browser_opened(kt)) if e["event"] == "opened"]
+    assert len(opened) == 1, opened
+    assert idp.counts().get("authorization_code") == 1
+    records = kt.calls()
+    assert {c["caller"].get("remote") for c in records if c["error"] is None} == {None, HOST}
