@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from app import __version__, cli_kubeconfig
+from app import __version__, cli_kubeconfig, cli_remote
 from app.errors import AgentNotRunning, AppError, CredentialError, UsageError
 from app.model import IdentityStatus, State
 
@@ -326,6 +326,9 @@ def cmd_status(args: argparse.Namespace) -> int:
             print(f"secrets: {agent['store_notice']}")
     else:
         print("agent: not running (kubetray-exec starts it when kubectl needs a credential)")
+    for h in doc.get("remote") or []:
+        used = f", last used {h['last_used']}, {h['calls']} calls" if h.get("last_used") else ""
+        print(f"remote: {h['host']} (over SSH; {h['standing']}{used})")
     rows = [IdentityStatus.from_dict(r) for r in doc.get("identities") or []]
     if not rows:
         print(
@@ -442,6 +445,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_forget)
 
     cli_kubeconfig.add_parsers(sub)
+    cli_remote.add_parsers(sub)
 
     p = sub.add_parser("doctor", help="check kubeconfig, helper, agent, keyring and providers")
     p.add_argument("--kubeconfig", metavar="FILE", help="this file instead of $KUBECONFIG")

@@ -79,7 +79,7 @@ def cmd_setup(args: argparse.Namespace) -> int:
     request = setup.Setup(
         issuer=args.issuer,
         client_id=args.client_id,
-        helper=installation.helper_path(),
+        helper=args.helper_command or installation.helper_path(),
         scopes=tuple(s for item in args.scope for s in item.replace(",", " ").split()),
         context=args.context,
         cluster=args.cluster,
@@ -217,6 +217,12 @@ def add_parsers(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> N
         default=[],
         metavar="HOST:PORT",
         help="loopback address for the browser login's redirect (repeatable)",
+    )
+    p.add_argument(
+        "--helper-command",
+        metavar="PATH",
+        help="the kubetray-exec the kubeconfig runs (default: this one); for a kubeconfig on an "
+        "SSH host, the path kubetray ssh --install-helper printed",
     )
     p.add_argument(
         "--no-probe",

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from app.broker.broker import Broker, utcnow
+from app.broker.consent import Consent
 from app.broker.ipc_server import IPCServer, Listener
 from app.broker.logins import Logins
 from app.broker.registry import Registry
@@ -50,6 +51,11 @@ def kubeconfig_backups() -> "Backups":
     from app.kubeconfig.backups import Backups
 
     return Backups(os.path.join(paths.state_dir(), "kubeconfig-backups.json"), secret_store)
+
+
+def remote_hosts() -> Consent:
+    """The decisions about SSH hosts that reach the agent through a forward."""
+    return Consent(os.path.join(paths.config_dir(), "remote-hosts.json"), utcnow)
 
 
 def listener() -> Listener:
@@ -101,7 +107,9 @@ def agent(
     logins = Logins(tokens.store, registry, clock=utcnow, browser=browser)
     logins.notice = tokens.notice
     threading.Thread(target=logins.load_known, name="load-identities", daemon=True).start()
-    broker = Broker(stored, registry, logins=logins, contexts=contexts_by_identity)
+    broker = Broker(
+        stored, registry, logins=logins, contexts=contexts_by_identity, consent=remote_hosts()
+    )
     lst = listener()
     service = Service(broker, clock=utcnow, socket=lst.address)
     service.facts = {"store": tokens.kind, "store_notice": tokens.notice}

@@ -1,6 +1,7 @@
 """The broker's nouns: identities, credentials, callers and the record of calls."""
 
-from dataclasses import asdict, dataclass, fields
+import threading
+from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -58,6 +59,8 @@ class Caller:
     """Names of the parent processes, nearest first (kubectl, then its shell, ...)."""
     parent_pid: int | None = None
     """The process that ran the helper (kubectl): its retries are one command."""
+    remote: str | None = None
+    """The SSH host a forwarded request came from (the peer is the local ``ssh``)."""
 
 
 @dataclass(frozen=True)
@@ -122,3 +125,64 @@ class IdentityStatus:
         for key in ("groups", "clusters", "contexts"):
             values[key] = tuple(values.get(key) or ())
         return cls(**values)
+
+
+class Decision(StrEnum):
+    """The person's answer to a host's first request."""
+
+    ONCE = "once"
+    SESSION = "session"
+    ALWAYS = "always"
+    DENY = "deny"
+
+
+class Standing(StrEnum):
+    """Where a host stands, as ``kubetray remote list`` shows it."""
+
+    ALWAYS = "allowed always"
+    SESSION = "allowed this session"
+    DENIED = "denied"
+    ASKS = "asks"
+
+
+@dataclass
+class Question:
+    """One host's pending question: the app answers it, the waiting requests read it."""
+
+    host: str
+    cluster: str | None
+    identity: str
+    decision: Decision | None = None
+    answered: threading.Event = field(default_factory=threading.Event)
+    """Set by the answer, or when nobody answered in time (``expired``)."""
+    expired: bool = False
+
+    def answer(self, decision: Decision) -> None:
+        """Called by the app (any thread); the first answer counts, a late one none."""
+        if not self.answered.is_set():
+            self.decision = decision
+            self.answered.set()
+
+    @property
+    def text(self) -> str:
+        """The question as the person reads it."""
+        cluster = f" for {self.cluster}" if self.cluster else ""
+        return f"{self.host} wants a token{cluster} as {self.identity}, over SSH"
+
+
+@dataclass(frozen=True)
+class RemoteHost:
+    """A host as ``kubetray remote list`` and Settings show it."""
+
+    host: str
+    standing: Standing
+    last_used: str | None = None
+    calls: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "host": self.host,
+            "standing": str(self.standing),
+            "last_used": self.last_used,
+            "calls": self.calls,
+        }

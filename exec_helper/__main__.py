@@ -73,6 +73,8 @@ def main(argv: list[str] | None = None) -> int:
             "env": paths.kubetray_env(),
             "stdin_tty": _is_tty(0),
             "stderr_tty": _is_tty(2),
+            # Over an SSH forward the agent sees only ssh: this tells one kubectl from another.
+            "ppid": _os.getppid(),
         }
     )
     try:

@@ -7,6 +7,8 @@ here. Every path that kubetray-exec and the agent must agree on is computed in t
 import sys
 
 SOCKET_NAME = "agent.sock"
+FORWARD_ENV = "KUBETRAY_AGENT_SOCK"
+"""Names a socket forwarded from a desktop's agent (``ssh -R``), like ``SSH_AUTH_SOCK``."""
 LOCK_NAME = "agent.lock"
 APP = "kubetray"
 
@@ -29,6 +31,7 @@ _INFRA = (
     "KUBETRAY_STATE_DIR",
     "KUBETRAY_AGENT_COMMAND",
     "KUBETRAY_EXEC_TIMEOUT",
+    FORWARD_ENV,
 )
 
 
@@ -59,6 +62,11 @@ def _home() -> str:
     import os
 
     return os.path.expanduser("~")
+
+
+def forwarded_socket() -> str | None:
+    """The forwarded agent socket, when ``KUBETRAY_AGENT_SOCK`` names one (it wins)."""
+    return getenv(FORWARD_ENV) or None
 
 
 def runtime_dir() -> str:

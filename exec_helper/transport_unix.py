@@ -15,6 +15,8 @@ assert sys.platform != "win32"  # tells mypy the rest is Unix-only
 _S_IFMT = 0o170000
 _S_IFDIR = 0o040000
 _S_IFLNK = 0o120000
+_S_IFSOCK = 0o140000
+_S_ISVTX = 0o1000
 BUSY_RETRIES = 100
 """Tries 10 ms apart while the agent's connection queue is full (EAGAIN) before giving up."""
 
@@ -42,6 +44,49 @@ def check_private_dir(path: str) -> None:
         )
 
 
+def check_forwarded_socket(path: str) -> None:
+    """Refuse a forwarded socket (``KUBETRAY_AGENT_SOCK``) that is not this user's own.
+
+    sshd creates it as this user, mode 600 (``StreamLocalBindMask``); like ssh-agent's
+    socket it must be ours, a socket, closed to others, in a directory where nobody else can
+    swap it (not writable by others unless sticky, as /tmp is). Nothing there: the forward is
+    gone, and no local agent is started in its place.
+    """
+    env = paths.FORWARD_ENV
+    try:
+        st = posix.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        raise HelperError(
+            f"{env}={path} does not exist: the SSH session that forwarded the kubetray agent "
+            f"is gone (connect again with: kubetray ssh HOST), or unset {env} to use an agent "
+            "on this machine"
+        ) from None
+    except OSError as e:
+        raise HelperError(f"cannot use {env}={path}: {e.strerror}") from None
+    if st.st_mode & _S_IFMT != _S_IFSOCK:
+        raise UnsafeRuntimeDir(f"refusing {env}={path}: it is not a socket")
+    if st.st_uid != posix.getuid():
+        raise UnsafeRuntimeDir(
+            f"refusing {env}={path}: it belongs to uid {st.st_uid}, not to you "
+            f"(uid {posix.getuid()}); another user may have taken the path"
+        )
+    if st.st_mode & 0o077:
+        raise UnsafeRuntimeDir(
+            f"refusing {env}={path}: mode {st.st_mode & 0o777:o} lets others in (it must be 600)"
+        )
+    parent = path.rpartition("/")[0] or "."
+    try:
+        dst = posix.stat(parent)
+    except OSError as e:
+        raise HelperError(f"cannot use {env}={path}: {parent}: {e.strerror}") from None
+    swappable = dst.st_mode & 0o022 and not dst.st_mode & _S_ISVTX
+    if swappable or dst.st_uid not in (0, posix.getuid()):
+        raise UnsafeRuntimeDir(
+            f"refusing {env}={path}: others can replace it in {parent} (the directory must be "
+            "yours, or sticky like /tmp)"
+        )
+
+
 def peer_credentials(sock: "_socket.socket") -> tuple[int | None, int]:
     """Return (pid, uid) of the process at the other end of a connected Unix socket."""
     if sys.platform == "linux":
@@ -59,10 +104,16 @@ def peer_credentials(sock: "_socket.socket") -> tuple[int | None, int]:
 
 
 def connect(timeout: float) -> "_socket.socket":
-    """Connect to the agent of this user and check it runs as this user."""
-    directory = paths.runtime_dir()
-    check_private_dir(directory)
-    address = directory + "/" + paths.SOCKET_NAME
+    """Connect to the agent of this user (or the one forwarded to it) and check it runs as
+    this user."""
+    forwarded = paths.forwarded_socket()
+    if forwarded is not None:
+        check_forwarded_socket(forwarded)
+        address = forwarded
+    else:
+        directory = paths.runtime_dir()
+        check_private_dir(directory)
+        address = directory + "/" + paths.SOCKET_NAME
     busy = 0
     while True:
         sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
@@ -72,6 +123,12 @@ def connect(timeout: float) -> "_socket.socket":
             break
         except (FileNotFoundError, ConnectionRefusedError) as e:
             sock.close()
+            if forwarded is not None:
+                raise HelperError(
+                    f"nothing answers on {paths.FORWARD_ENV}={address}: the SSH session that "
+                    "forwarded the kubetray agent has ended, or kubetray is not running on your "
+                    "desktop (start it there, then connect again with: kubetray ssh HOST)"
+                ) from None
             raise AgentUnavailable(f"no kubetray agent is listening ({e.strerror})") from None
         except BlockingIOError:
             # EAGAIN: the agent's queue of connections is full; it drains in milliseconds.

@@ -10,6 +10,7 @@ import ctypes
 import sys
 from ctypes import wintypes
 
+from exec_helper import paths
 from exec_helper.errors import AgentUnavailable, HelperError, UnsafeRuntimeDir
 from exec_helper.windows_names import pipe_name
 
@@ -121,6 +122,11 @@ class PipeConnection:
 
 def connect(timeout: float) -> PipeConnection:
     """Connect to this user's agent and check the pipe's server runs as this user."""
+    if paths.forwarded_socket() is not None:
+        raise HelperError(
+            f"{paths.FORWARD_ENV} is set, but a forwarded kubetray agent is reached from Linux "
+            "and macOS hosts only: unset it to use the agent on this machine"
+        )
     name = agent_pipe()
     while True:
         try:

@@ -9,6 +9,7 @@ from collections import deque
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+from app.broker.consent import Consent
 from app.broker.flight import Conversation
 from app.broker.logins import Logins, no_id_token_note
 from app.broker.registry import IdentityState, Registry
@@ -43,14 +44,17 @@ class Broker:
         logins: Logins | None = None,
         clock: Callable[[], datetime] = utcnow,
         contexts: Callable[[str | None], dict[str, list[ContextUse]]] = _no_contexts,
+        consent: Consent | None = None,
     ) -> None:
         """``contexts(KUBECONFIG)`` maps identity keys to the kubeconfig contexts that use
-        them (None: the agent's own view)."""
+        them (None: the agent's own view). ``consent``: which SSH hosts may have credentials
+        through a forward (None: none may)."""
         self._stored = stored
         self.registry = registry
         self.logins = logins
         self._clock = clock
         self._contexts = contexts
+        self.consent = consent
         self._lock = threading.Lock()
         self._records: deque[CallRecord] = deque(maxlen=MAX_RECORDS)
         self.started = clock()

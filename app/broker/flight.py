@@ -66,6 +66,8 @@ class Login:
         """Added to the authorization request (``prompt=select_account`` to switch account)."""
         self.browser_error: str | None = None
         """What the callers were told when the browser failed."""
+        self.origin: str | None = None
+        """The SSH host whose request started it (the browser opens here, on the desktop)."""
 
     def abort(self, reason: str) -> None:
         """End the wait of every caller now with ``reason`` (kubetray is going away)."""

@@ -258,6 +258,7 @@ class Logins:
         if not self.desktop:
             _check_reachable(name, settings, conv, browser)
         login = st.login = Login(name, browser)
+        login.origin = getattr(conv, "origin", None)
         login.auth_params = auth_params
         for observer in self.observers:
             observer.login_started(login)

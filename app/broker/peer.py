@@ -1,10 +1,17 @@
-"""Who is calling: the helper's process and its parents, for the record of calls."""
+"""Who is calling: the helper's process and its parents, for the record of calls, and the SSH
+host when the caller is the local ``ssh`` client relaying a forwarded socket (Linux /proc)."""
 
 import sys
 
 from app.model import Caller
 
 MAX_PARENTS = 4
+SSH_CLIENTS = frozenset({"ssh"})
+"""A forwarded connection (``ssh -R``) reaches the agent from the ssh client itself."""
+SSH_SERVERS = frozenset({"sshd", "sshd-session"})
+"""A local forward made into this machine (``ssh -L`` to the agent's socket) from sshd."""
+INCOMING = "an SSH client of this machine"
+_SSH_OPTIONS_WITH_VALUE = frozenset("BbcDEeFIiJLlmOoPpQRSWw")
 
 
 def _linux_name_and_parent(pid: int) -> tuple[str | None, int | None]:
@@ -21,11 +28,75 @@ def _linux_name_and_parent(pid: int) -> tuple[str | None, int | None]:
     return stat[start + 1 : end], int(rest[1]) if len(rest) > 1 else None
 
 
-def describe(pid: int | None) -> Caller:
-    """The caller's name and its parents' names (Linux /proc; pid only elsewhere)."""
-    if pid is None or sys.platform != "linux":
+def _darwin_name(pid: int) -> str | None:
+    """The program's name from libproc (macOS has no /proc)."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.dylib")
+        buf = ctypes.create_string_buffer(256)
+        n = libc.proc_name(ctypes.c_int(pid), buf, ctypes.c_uint32(len(buf)))
+    except (OSError, AttributeError):
+        return None
+    return buf.raw[:n].decode("utf-8", "replace") if n > 0 else None
+
+
+def ssh_destination(argv: list[str]) -> str | None:
+    """The host an ``ssh`` command line connects to, as the person typed it, without a user
+    name or port (``ssh -p 2222 -i key me@bastion ls`` → ``bastion``)."""
+    args = iter(argv[1:])
+    for given in args:
+        arg = next(args, "") if given == "--" else given
+        if given != "--" and arg.startswith("-") and len(arg) > 1:
+            flags = arg[1:]
+            for i, flag in enumerate(flags):
+                if flag in _SSH_OPTIONS_WITH_VALUE:
+                    if i == len(flags) - 1:
+                        next(args, None)  # its value is the next argument
+                    break
+            continue
+        host = arg.removeprefix("ssh://").rpartition("@")[2]
+        if host.startswith("["):  # [v6]:port
+            return host[1:].partition("]")[0] or None
+        if host.count(":") == 1:
+            host = host.partition(":")[0]
+        return host or None
+    return None
+
+
+def _remote_of(pid: int, name: str | None) -> str | None:
+    if name in SSH_SERVERS:
+        return INCOMING
+    if name not in SSH_CLIENTS:
+        return None
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = [a.decode("utf-8", "replace") for a in f.read().split(b"\0") if a]
+    except OSError:
+        argv = []
+    return ssh_destination(argv) or "an SSH host"
+
+
+def describe(pid: int | None, reported_parent: int | None = None) -> Caller:
+    """The caller's name and its parents' names (Linux /proc; pid only elsewhere).
+
+    A forwarded request's peer is the local ssh client: ``remote`` names its host, and
+    ``reported_parent`` (the pid the remote helper says ran it) tells its kubectls apart.
+    """
+    if pid is None:
+        return Caller(pid=pid)
+    if sys.platform == "darwin":
+        name = _darwin_name(pid)
+        if name in SSH_CLIENTS or name in SSH_SERVERS:
+            return Caller(pid=pid, name=name, parent_pid=reported_parent, remote="an SSH host")
+        return Caller(pid=pid, name=name)
+    if sys.platform != "linux":
         return Caller(pid=pid)
     name, parent = _linux_name_and_parent(pid)
+    remote = _remote_of(pid, name)
+    if remote is not None:
+        return Caller(pid=pid, name=name, parent_pid=reported_parent, remote=remote)
     parent_pid = parent
     parents: list[str] = []
     while parent and parent > 1 and len(parents) < MAX_PARENTS:

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from app import __version__
-from app.broker import peer
+from app.broker import consent, peer
 from app.broker.broker import Broker
 from app.errors import AppError
 from app.model import CallRecord
@@ -77,6 +77,15 @@ def _flag(request: dict[str, Any], key: str) -> bool:
     return bool(value)
 
 
+def _pid(request: dict[str, Any], key: str) -> int | None:
+    value = request.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 < value < 2**32:
+        raise BadRequest(f"{key} must be a process id")
+    return value
+
+
 def _limit(request: dict[str, Any]) -> int:
     value = request.get("limit")
     if value is None:
@@ -89,11 +98,20 @@ def _limit(request: dict[str, Any]) -> int:
 class CallerConversation:
     """A connected caller (kubetray-exec or the CLI) as the logins see it."""
 
-    def __init__(self, send: Send, receive: Receive, interactive: bool, visible: bool) -> None:
+    def __init__(
+        self,
+        send: Send,
+        receive: Receive,
+        interactive: bool,
+        visible: bool,
+        origin: str | None = None,
+    ) -> None:
         self._send = send
         self._receive = receive
         self.interactive = interactive
         self.visible = visible
+        self.origin = origin
+        """The SSH host the caller is on, when it reached the agent through a forward."""
         self.gone = False
 
     def _frame(self, doc: dict[str, Any]) -> None:
@@ -172,6 +190,18 @@ class Service:
             raise BadRequest("op must be a string")
         if op == "get_credential":
             self._get_credential(request, pid, send, receive)
+            return
+        remote = peer.describe(pid).remote
+        if remote is not None:  # a forward serves credentials; the rest is the desktop's
+            send(
+                _result(
+                    1,
+                    stderr=f"over an SSH forward kubetray serves credentials only: "
+                    f"{op[:64]!r} is refused from {remote} (run it on your desktop)",
+                )
+            )
+        elif op == "remote":
+            self._remote(request, send)
         elif op in ("login", "logout", "cancel", "forget"):
             self._account(op, request, send, receive)
         elif op == "status":
@@ -201,10 +231,12 @@ class Service:
     def status(self) -> dict[str, Any]:
         """The broker's status plus facts about this agent."""
         ok, failed = self._broker.counts()
+        consent = self._broker.consent
         return {
             "started": self._broker.started.isoformat(),
             "identities": [s.to_dict() for s in self._broker.status()],
             "calls": {"ok": ok, "failed": failed},
+            "remote": [h.to_dict() for h in consent.hosts()] if consent else [],
             "agent": {
                 "pid": os.getpid(),
                 "version": __version__,
@@ -212,6 +244,17 @@ class Service:
                 **self.facts,
             },
         }
+
+    def _remote(self, request: dict[str, Any], send: Send) -> None:
+        """kubetray remote list / allow HOST / deny HOST / forget HOST."""
+        action, host = _str(request, "action"), _str(request, "host")
+        if action not in ("list", "allow", "deny", "forget") or (action != "list" and not host):
+            raise BadRequest("remote needs an action (list, allow, deny, forget) and a host")
+        if self._broker.consent is None:
+            send(_result(1, stderr="this agent serves no SSH forwards"))
+            return
+        code, out, err = consent.manage(self._broker.consent, action, host)
+        send(_result(code, stdout=out, stderr=err))
 
     def _account(self, op: str, request: dict[str, Any], send: Send, receive: Receive) -> None:
         """kubetray login / logout / cancel NAME (or, for login, kubetray-exec flags)."""
@@ -284,11 +327,11 @@ class Service:
             stderr_tty=_flag(request, "stderr_tty"),
             # Before answering: the helper exits the moment it has its answer, and with it
             # goes /proc/<pid> and the way to its parents (≈70 µs).
-            caller=peer.describe(pid),
+            caller=peer.describe(pid, _pid(request, "ppid")),
         )
 
         def conversation(interactive: bool, visible: bool) -> CallerConversation:
-            return CallerConversation(send, receive, interactive=interactive, visible=visible)
+            return CallerConversation(send, receive, interactive, visible, origin=req.caller.remote)
 
         code, out, err = self._get.do(req, conversation)
         send(_result(code, stdout=out, stderr=err))

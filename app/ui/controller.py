@@ -14,7 +14,7 @@ from PySide6.QtCore import QObject, Signal
 from app.broker.broker import Broker
 from app.broker.logins import Login, Logins
 from app.errors import AppError
-from app.model import CallRecord, ContextUse, IdentityStatus
+from app.model import CallRecord, ContextUse, Decision, IdentityStatus, Question, RemoteHost
 from app.settings import Settings
 
 PROMPT_TIMEOUT = 300.0
@@ -37,11 +37,15 @@ class DesktopConversation:
     interactive = True
     visible = True
 
-    def __init__(self, controller: "TrayController", name: str) -> None:
+    def __init__(self, controller: "TrayController", name: str, origin: str | None = None) -> None:
         self._controller = controller
         self._name = name
+        self._origin = origin
+        """The SSH host whose kubectl asked: every line says so (the browser opens here)."""
 
     def tell(self, text: str) -> None:
+        if self._origin:
+            text = f"{text} (asked from {self._origin}, over SSH)"
         self._controller.progress.emit(self._name, text)
 
     def keepalive(self) -> None:
@@ -90,6 +94,7 @@ class TrayController(QObject):
     notify = Signal(str, str, str, str)  # kind, identity name, title, text
     probed = Signal(object)  # Metadata or AppError
     cluster_added = Signal(object)  # setup_cluster.Done or AppError
+    consent_asked = Signal(object)  # consent.Question: an SSH host's first request
 
     def __init__(
         self, broker: Broker, logins: Logins, settings: Settings, clock: Callable[[], datetime]
@@ -106,6 +111,8 @@ class TrayController(QObject):
         logins.desktop = True
         self.apply_settings()
         logins.observers.append(self)
+        if broker.consent is not None:
+            broker.consent.ask = self.consent_asked.emit  # the person decides about SSH hosts
         self.finished_login.connect(self._on_finished)
         self.needs_login.connect(self._on_required)
         self.progress.connect(self._on_progress)
@@ -119,12 +126,14 @@ class TrayController(QObject):
         if self in self.logins.observers:
             self.logins.observers.remove(self)
         self.logins.desktop = False
+        if self.broker.consent is not None:
+            self.broker.consent.ask = None
 
     # -- LoginObserver (worker threads) -------------------------------------------------------
 
     def login_started(self, login: Login) -> None:
         self.in_progress[login.name] = login
-        login.join(DesktopConversation(self, login.name))
+        login.join(DesktopConversation(self, login.name, login.origin))
         self.started_login.emit(login.name)
 
     def login_finished(self, name: str, error: AppError | None) -> None:
@@ -233,6 +242,22 @@ class TrayController(QObject):
             return
         conv = WaitingConversation()
         self._run(f"login-{name}", lambda: self.logins.switch_account(st, conv))
+
+    def answer_consent(self, question: Question, decision: Decision) -> None:
+        """The person's answer to an SSH host's request (the waiting request goes on)."""
+        question.answer(decision)
+        self.changed.emit()
+
+    def remote_hosts(self) -> list[RemoteHost]:
+        """SSH hosts decided about or seen, for Settings."""
+        return self.broker.consent.hosts() if self.broker.consent else []
+
+    def decide_remote(self, host: str, action: str) -> None:
+        """Settings: allow HOST always, deny it, or forget the decision (ask again)."""
+        consent = self.broker.consent
+        if consent is None:
+            return
+        {"allow": consent.allow, "deny": consent.deny, "forget": consent.forget}[action](host)
 
     def remove(self, name: str) -> None:
         """Log out of ``name`` and remove it from kubetray (kubectl's next use brings it back)."""

@@ -1,10 +1,10 @@
-"""Dialogs: a login's prompt, Add cluster, Settings."""
+"""Dialogs: a login's prompt, an SSH host's request, Add cluster, Settings."""
 
 import base64
 import html
 from pathlib import Path
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import (
     QCheckBox,
     QDialog,
@@ -15,6 +15,8 @@ from PySide6.QtWidgets import (
     QInputDialog,
     QLabel,
     QLineEdit,
+    QListWidget,
+    QListWidgetItem,
     QPushButton,
     QSpinBox,
     QVBoxLayout,
@@ -23,6 +25,7 @@ from PySide6.QtWidgets import (
 
 from app import autostart, installation
 from app.errors import AppError
+from app.model import Decision, Question
 from app.oidc.settings import Metadata
 from app.ui.controller import TrayController
 from app.ui.text import kubectl_line
@@ -33,6 +36,66 @@ def ask(parent: QWidget | None, name: str, text: str, secret: bool) -> str | Non
     mode = QLineEdit.EchoMode.Password if secret else QLineEdit.EchoMode.Normal
     value, ok = QInputDialog.getText(parent, f"kubetray: log in to {name}", text, mode)
     return value if ok else None
+
+
+class ConsentDialog(QDialog):
+    """An SSH host's first request: allow once, for this session, always, or deny (ssh-add -c).
+
+    It closes itself when the question is settled elsewhere (timed out, or denied from the
+    command line).
+    """
+
+    CHOICES = (
+        ("Allow once", Decision.ONCE),
+        ("Allow for this session", Decision.SESSION),
+        ("Always allow", Decision.ALWAYS),
+        ("Deny", Decision.DENY),
+    )
+
+    def __init__(
+        self, controller: TrayController, question: Question, parent: QWidget | None = None
+    ) -> None:
+        super().__init__(parent)
+        self.setWindowTitle(f"kubetray: {question.host} asks for a token")
+        self._controller = controller
+        self.question = question
+        text = QLabel(
+            f"<b>{html.escape(question.host)}</b> wants a token"
+            + (f" for <b>{html.escape(question.cluster)}</b>" if question.cluster else "")
+            + f" as <b>{html.escape(question.identity)}</b>.<br>kubectl there is waiting, "
+            "through your SSH session's forward."
+        )
+        text.setWordWrap(True)
+        buttons = QDialogButtonBox()
+        self.buttons: dict[str, QPushButton] = {}
+        for label, decision in self.CHOICES:
+            role = (
+                QDialogButtonBox.ButtonRole.RejectRole
+                if decision is Decision.DENY
+                else QDialogButtonBox.ButtonRole.AcceptRole
+            )
+            button = buttons.addButton(label, role)
+            button.clicked.connect(lambda _=False, d=decision: self._answer(d))
+            self.buttons[label] = button
+        layout = QVBoxLayout(self)
+        layout.addWidget(text)
+        layout.addWidget(buttons)
+        self._watch = QTimer(self)
+        self._watch.timeout.connect(self._settled_elsewhere)
+        self._watch.start(250)
+
+    def _answer(self, decision: Decision) -> None:
+        self._controller.answer_consent(self.question, decision)
+        self._watch.stop()
+        self.accept()
+
+    def reject(self) -> None:  # Escape or the window's close button: no answer is a Deny
+        self._answer(Decision.DENY)
+
+    def _settled_elsewhere(self) -> None:
+        if self.question.answered.is_set():
+            self._watch.stop()
+            self.done(QDialog.DialogCode.Rejected)
 
 
 class AddClusterDialog(QDialog):
@@ -225,6 +288,17 @@ class SettingsDialog(QDialog):
         form.addRow(self.notify_login)
         form.addRow(self.notify_expiring)
         form.addRow(self.notify_failures)
+        form.addRow(QLabel("SSH hosts that ask for tokens through a forward (kubetray ssh):"))
+        self.remote = QListWidget()
+        self.remote.setToolTip("kubetray remote list shows the same; allow, deny or ask again")
+        form.addRow(self.remote)
+        remote_buttons = QHBoxLayout()
+        for label, action in (("Always allow", "allow"), ("Deny", "deny"), ("Ask again", "forget")):
+            button = QPushButton(label)
+            button.clicked.connect(lambda _=False, a=action: self._decide(a))
+            remote_buttons.addWidget(button)
+        form.addRow(remote_buttons)
+        self._fill_remote()
         buttons = QDialogButtonBox(
             QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel
         )
@@ -233,6 +307,19 @@ class SettingsDialog(QDialog):
         layout = QVBoxLayout(self)
         layout.addLayout(form)
         layout.addWidget(buttons)
+
+    def _fill_remote(self) -> None:
+        self.remote.clear()
+        for h in self._controller.remote_hosts():
+            item = QListWidgetItem(f"{h.host}: {h.standing}")
+            item.setData(Qt.ItemDataRole.UserRole, h.host)
+            self.remote.addItem(item)
+
+    def _decide(self, action: str) -> None:
+        item = self.remote.currentItem()
+        if item is not None:
+            self._controller.decide_remote(item.data(Qt.ItemDataRole.UserRole), action)
+            self._fill_remote()
 
     def save(self) -> None:
         s = self._controller.settings

@@ -12,7 +12,7 @@ from shiboken6 import Shiboken
 from app.model import OIDC, IdentityStatus, State
 from app.ui import icons
 from app.ui.controller import TrayController
-from app.ui.dialogs import AddClusterDialog, SettingsDialog, ask
+from app.ui.dialogs import AddClusterDialog, ConsentDialog, SettingsDialog, ask
 from app.ui.notify import DesktopNotifications
 from app.ui.text import time_left, who
 from app.ui.views import DeviceCodeWindow, DiagnosticsWindow, StatusWindow, bring_to_front
@@ -67,6 +67,7 @@ class TrayApp(QObject):
                 self.status_window.show_notice("No OS keyring", controller.store_notice)
             self.status_window.show()
         self.device_windows: dict[str, DeviceCodeWindow] = {}
+        self.consent_dialogs: dict[str, ConsentDialog] = {}
         self.diagnostics: DiagnosticsWindow | None = None
         self.notifications: list[tuple[str, str, str]] = []
         self.desktop_notifications = DesktopNotifications()
@@ -82,6 +83,7 @@ class TrayApp(QObject):
         controller.progress.connect(self._on_progress)
         controller.device_code.connect(self.show_device_code)
         controller.prompt.connect(self._prompt)
+        controller.consent_asked.connect(self._consent)
         controller.notify.connect(self.show_notification)
         self.timer = QTimer(self)
         self.timer.timeout.connect(self.tick)
@@ -223,6 +225,15 @@ class TrayApp(QObject):
         answer.value = ask(None, name, text, secret)
         answer.ready.set()
 
+    def _consent(self, question: Any) -> None:
+        old = self.consent_dialogs.pop(question.host, None)
+        if old is not None:
+            dispose(old)
+        dialog = ConsentDialog(self.controller, question)
+        self.consent_dialogs[question.host] = dialog
+        bring_to_front(dialog)
+        self.show_notification("remote", question.host, "kubetray: an SSH host asks", question.text)
+
     def show_notification(self, kind: str, name: str, title: str, text: str) -> None:
         self.notifications.append((kind, title, text))
         if kind == "login":
@@ -282,6 +293,7 @@ class TrayApp(QObject):
         self.controller.detach()
         windows = [
             *self.device_windows.values(),
+            *self.consent_dialogs.values(),
             self.main_window,
             self.diagnostics,
             self.status_window,

@@ -158,7 +158,11 @@ class DiagnosticsWindow(QWidget):
         self.table.setRowCount(len(calls))
         for row, rec in enumerate(calls):
             caller = rec.caller
-            chain = " ← ".join(filter(None, [caller.name, *caller.parents]))
+            chain = (
+                f"remote: {caller.remote} (over SSH)"
+                if caller.remote
+                else " ← ".join(filter(None, [caller.name, *caller.parents]))
+            )
             cells = [
                 rec.time.astimezone().strftime("%H:%M:%S"),
                 rec.identity or "-",

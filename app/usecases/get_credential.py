@@ -1,9 +1,10 @@
 """kubectl asks for a credential: the story of one kubetray-exec call, top to bottom.
 
-Read what kubectl sent → the settings it names → which identity → its credential (memory,
-the store, a refresh, or the one login every caller shares) → the ExecCredential in the
-version kubectl asked for → one record for Diagnostics. Every failure becomes one line for
-kubectl's stderr; the record says what happened either way.
+Read what kubectl sent → the settings it names → which identity → for a request forwarded
+over SSH, the person's consent → its credential (memory, the store, a refresh, or the one
+login every caller shares) → the ExecCredential in the version kubectl asked for → one record
+for Diagnostics. Every failure becomes one line for kubectl's stderr; the record says what
+happened either way.
 """
 
 import functools
@@ -34,6 +35,10 @@ MAX_REPEATS = 256
 MAX_RECORDED = 512
 """Characters of a cluster URL, name or error kept in the record of calls."""
 _CACHE_KEY_LIMIT = 16 * 1024
+DESKTOP_ONLY = ("browser_command", "certificate_authority", "local_server_cert", "local_server_key")
+"""Flags that name programs or files: from a remote host they would name the desktop's."""
+REMOTE_ENV_DROPPED = ("KUBECONFIG=", "KUBETRAY_BROWSER=", "KUBETRAY_BROWSER_COMMAND=")
+"""A remote host's environment describes that host: its kubeconfig, its browser."""
 
 Answer = tuple[int, str, str]
 """(exit code, stdout, stderr) for kubetray-exec to print."""
@@ -72,19 +77,28 @@ class GetCredential:
             return (1, "", "")
         name: str | None = None
         cluster: str | None = None
+        remote = req.caller.remote
+        env = _remote_env(req.env) if remote else req.env
         try:
             # What kubectl sent: the ExecCredential version, interactivity, the cluster.
             info = exec_credential.parse_exec_info(req.exec_info)
             cluster = _clip(info.cluster.server) if info.cluster else None
             # The settings: environment, then arguments, then the cluster's exec extension.
-            opts = _resolve(req.args, info.cluster.config if info.cluster else None, req.env)
+            opts = _resolve(req.args, info.cluster.config if info.cluster else None, env)
             if opts.stored:
                 check_name(opts.stored)  # before it names anything the agent keeps
+            if remote:
+                _refuse_desktop_paths(opts, remote)
             # Which identity (a new one is named after the caller's kubeconfig user).
-            st = self._broker.identity(opts, _kubeconfig(req.env))
+            st = self._broker.identity(opts, _kubeconfig(env))
             name = _clip(st.identity.name)
-            # Its credential: memory, the store, a refresh, or the login all callers share.
             conv = conversation(info.interactive and req.stdin_tty, req.stderr_tty)
+            # From an SSH host: only with the person's consent (asked once per host).
+            if remote:
+                if self._broker.consent is None:
+                    raise AppError(f"this kubetray agent serves no SSH forwards ({remote})")
+                self._broker.consent.check(remote, st.identity.name, cluster, conv)
+            # Its credential: memory, the store, a refresh, or the login all callers share.
             credential = self._broker.get_credential(
                 st, opts, conv, cluster=cluster, skip_cache=info.response_code == 401
             )
@@ -129,7 +143,7 @@ class GetCredential:
     def _key(req: CredentialRequest) -> tuple[object, ...] | None:
         if req.caller.parent_pid is None:
             return None  # no way to tell one kubectl from another: never silence a call
-        return (req.caller.parent_pid, req.exec_info, req.args, req.env)
+        return (req.caller.remote, req.caller.parent_pid, req.exec_info, req.args, req.env)
 
     def _repeat_of(self, req: CredentialRequest, now: float) -> str | None:
         key = self._key(req)
@@ -148,6 +162,20 @@ class GetCredential:
                 del self._failed[old]
             if len(self._failed) < MAX_REPEATS:
                 self._failed[key] = (now, error)
+
+
+def _remote_env(env: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(item for item in env if not item.startswith(REMOTE_ENV_DROPPED))
+
+
+def _refuse_desktop_paths(opts: options.HelperOptions, remote: str) -> None:
+    named = [f"--{f.replace('_', '-')}" for f in DESKTOP_ONLY if getattr(opts, f)]
+    if named:
+        raise options.OptionsError(
+            f"{', '.join(named)} would name a program or file on your desktop, not on {remote}: "
+            "over an SSH forward put certificates in the kubeconfig as data "
+            "(--certificate-authority-data) and leave the browser to the desktop's settings"
+        )
 
 
 def render(info: ExecInfo, credential: Credential) -> str:

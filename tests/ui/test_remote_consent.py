@@ -1,0 +1,145 @@
+"""An SSH host's first request in the app (pytest-qt): the person is asked, and the answer
+holds as chosen. The forward's local end is a real process named ``ssh`` (tests/sshrelay.py),
+so the agent tells the request by its peer exactly as it does with OpenSSH."""
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from pytestqt.qtbot import QtBot
+
+from app import compose
+from app.broker.broker import utcnow
+from app.settings import Settings
+from app.static_credentials import token_credential
+from app.store.memory_store import MemorySecretStore
+from app.ui.controller import TrayController
+from app.ui.tray import TrayApp
+from tests.peers import ROOT, V1, KubetrayEnv
+from tests.sshrelay import ssh_relay
+
+TOKEN = "remote-test-token-1234"
+
+
+@pytest.fixture
+def app(qtbot: QtBot, kt: KubetrayEnv, monkeypatch: pytest.MonkeyPatch) -> Iterator[TrayApp]:
+    """The app's parts in this process: the IPC server on its thread, the tray on Qt's."""
+    for key, value in kt.env.items():
+        if key.startswith(("KUBETRAY_", "XDG_")):
+            monkeypatch.setenv(key, value)
+    store = MemorySecretStore()
+    now = datetime.now(UTC)
+    compose.stored_credentials(store).save(token_credential("prod", TOKEN, "test", now), now)
+    parts = compose.agent(store=store)
+    parts.server.listener.open()
+    import threading
+
+    threading.Thread(target=parts.server.serve_forever, daemon=True).start()
+    view = TrayApp(TrayController(parts.broker, parts.logins, Settings(), utcnow), tray=True)
+    yield view
+    view.shutdown()
+    parts.server.shutdown()
+    parts.server.listener.close()
+    parts.logins.stop()
+    (kt.runtime / "agent.lock").unlink()  # names this process: kt must not stop it
+    qtbot.wait(50)
+
+
+def remote_kubectl(kt: KubetrayEnv, forwarded: Path) -> subprocess.Popen[str]:
+    """kubetray-exec on the 'remote host': only KUBETRAY_AGENT_SOCK leads to the agent."""
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(kt.home),
+        "KUBERNETES_EXEC_INFO": V1,
+        "KUBETRAY_AGENT_SOCK": str(forwarded),
+        "KUBETRAY_RUNTIME_DIR": str(kt.runtime) + "-remote",  # where a local agent would be
+    }
+    return subprocess.Popen(  # through a shell: a new parent each time, as for kubectl
+        ["/bin/sh", "-c", f"{sys.executable} -m exec_helper --stored prod; exit $?"],
+        env=env,
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_the_first_request_from_a_host_waits_for_the_person(
+    qtbot: QtBot, app: TrayApp, kt: KubetrayEnv, tmp_path: Path
+) -> None:
+    consent = app.controller.broker.consent
+    assert consent is not None
+    with ssh_relay(tmp_path, str(kt.runtime / "agent.sock"), host="devvm") as (sock, sent):
+        # Deny: one clear line on the remote terminal, no token.
+        proc = remote_kubectl(kt, sock)
+        qtbot.waitUntil(lambda: "devvm" in app.consent_dialogs, timeout=15000)
+        dialog = app.consent_dialogs["devvm"]
+        assert "devvm" in dialog.windowTitle() and dialog.isVisible()
+        dialog.buttons["Deny"].click()
+        out, err = proc.communicate(timeout=30)
+        assert proc.returncode == 1 and out == ""
+        lines = [line for line in err.splitlines() if not line.startswith("Asking on your")]
+        assert lines == ["denied on your desktop: devvm wants a token as prod, over SSH"], err
+        assert "Asking on your desktop whether devvm may have a token as prod" in err
+
+        # Allow for this session: served now, and later without a question.
+        proc = remote_kubectl(kt, sock)
+        qtbot.waitUntil(lambda: app.consent_dialogs["devvm"].isVisible(), timeout=15000)
+        app.consent_dialogs["devvm"].buttons["Allow for this session"].click()
+        out, err = proc.communicate(timeout=30)
+        assert proc.returncode == 0 and TOKEN in out, err
+        asked_before = len(app.consent_dialogs)
+        proc = remote_kubectl(kt, sock)
+        out, _ = proc.communicate(timeout=30)
+        assert TOKEN in out and len(app.consent_dialogs) == asked_before
+        assert not app.consent_dialogs["devvm"].isVisible()
+
+        # What crossed the forward: the ExecCredentials and messages, nothing else secret.
+        assert sent.read_bytes().count(TOKEN.encode()) == 2
+
+    # The record and the status say where the calls came from.
+    calls = app.controller.calls(10)
+    assert {c.caller.remote for c in calls} == {"devvm"}
+    hosts = {h.host: str(h.standing) for h in app.controller.remote_hosts()}
+    assert hosts == {"devvm": "allowed this session"}
+
+
+def test_an_unanswered_question_times_out_with_one_line(
+    qtbot: QtBot, app: TrayApp, kt: KubetrayEnv, tmp_path: Path
+) -> None:
+    consent = app.controller.broker.consent
+    assert consent is not None
+    consent.timeout = 1.0
+    with ssh_relay(tmp_path, str(kt.runtime / "agent.sock"), host="bastion") as (sock, _):
+        proc = remote_kubectl(kt, sock)
+        qtbot.waitUntil(lambda: "bastion" in app.consent_dialogs, timeout=15000)
+        assert app.consent_dialogs["bastion"].isVisible()
+        qtbot.waitUntil(lambda: proc.poll() is not None, timeout=15000)
+        out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 1 and out == ""
+    assert "nobody answered on your desktop within 1 s whether bastion may have a token" in err
+    qtbot.waitUntil(lambda: not app.consent_dialogs["bastion"].isVisible(), timeout=5000)
+
+
+def test_a_forward_serves_credentials_only(kt: KubetrayEnv, app: TrayApp, tmp_path: Path) -> None:
+    """kubetray stop, status or logout from the remote host are refused: the forward is not a
+    remote control for the desktop."""
+    with ssh_relay(tmp_path, str(kt.runtime / "agent.sock")) as (sock, _):
+        env = {**kt.env, "KUBETRAY_AGENT_SOCK": str(sock)}
+        for command in (["stop"], ["status"], ["logout", "prod"]):
+            done = subprocess.run(
+                [sys.executable, "-m", "app", *command],
+                env=env,
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                timeout=30,
+                check=False,
+            )
+            assert done.returncode != 0, command
+            assert "over an SSH forward kubetray serves credentials only" in done.stderr
+    assert kt.agent_pid() is not None  # still running

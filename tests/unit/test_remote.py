@@ -1,0 +1,134 @@
+"""SSH forwarding's decisions, without OpenSSH: which host a forwarded request comes from, what
+the person decided about it, and what a remote request may not name on the desktop."""
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from app.broker.broker import utcnow
+from app.broker.consent import Consent, ConsentRefused
+from app.broker.peer import ssh_destination
+from app.model import Decision, Question, Standing
+from app.usecases.get_credential import _refuse_desktop_paths, _remote_env
+from exec_helper import options
+
+
+@pytest.mark.parametrize(
+    ("argv", "host"),
+    [
+        ("ssh bastion", "bastion"),
+        ("ssh -p 2222 -i key me@devvm kubectl get ns", "devvm"),
+        ("ssh -NfT -oSetEnv=A=b -R /tmp/a.sock:/run/b.sock h1", "h1"),
+        ("ssh -p2222 -l me [fd00::1]:22", "fd00::1"),
+        ("ssh ssh://me@host.example:2200", "host.example"),
+        ("ssh -v -- h2 ls", "h2"),
+        ("ssh -o ExitOnForwardFailure=yes", None),
+    ],
+)
+def test_the_host_is_the_ssh_destination_as_typed(argv: str, host: str | None) -> None:
+    assert ssh_destination(argv.split()) == host
+
+
+@pytest.fixture
+def consent(tmp_path: Path) -> Consent:
+    return Consent(str(tmp_path / "remote-hosts.json"), utcnow, timeout=2.0)
+
+
+def test_the_headless_agent_refuses_hosts_nobody_allowed(consent: Consent) -> None:
+    with pytest.raises(ConsentRefused) as e:
+        consent.check("bastion", "alice@idp", "https://api:6443")
+    assert "kubetray remote allow bastion" in e.value.one_line()
+    consent.allow("bastion")
+    consent.check("bastion", "alice@idp", "https://api:6443")  # no question asked
+    consent.deny("bastion")
+    with pytest.raises(ConsentRefused, match="refuses requests forwarded from bastion"):
+        consent.check("bastion", "alice@idp", None)
+    listed = {h.host: h for h in consent.hosts()}
+    assert listed["bastion"].standing is Standing.DENIED
+    assert listed["bastion"].calls == 3
+
+
+def test_decisions_are_kept_across_agents(consent: Consent, tmp_path: Path) -> None:
+    consent.allow("a")
+    consent.deny("b")
+    again = Consent(str(tmp_path / "remote-hosts.json"), utcnow)
+    assert {h.host: h.standing for h in again.hosts()} == {
+        "a": Standing.ALWAYS,
+        "b": Standing.DENIED,
+    }
+    assert again.forget("b") and not again.forget("never-seen")
+    again.check("a", "x", None)
+
+
+def answer_with(consent: Consent, decision: Decision | None) -> list[Question]:
+    asked: list[Question] = []
+
+    def ask(q: Question) -> None:
+        asked.append(q)
+        if decision is not None:
+            threading.Timer(0.2, q.answer, [decision]).start()
+
+    consent.ask = ask
+    return asked
+
+
+def test_allow_for_the_session_asks_once_for_concurrent_and_later_requests(
+    consent: Consent,
+) -> None:
+    asked = answer_with(consent, Decision.SESSION)
+    errors: list[Exception] = []
+
+    def call() -> None:
+        try:
+            consent.check("devvm", "alice@idp", "https://api:6443")
+        except ConsentRefused as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=call) for _ in range(5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    call()  # later: served without asking
+    assert len(asked) == 1 and errors == []
+    assert asked[0].text == "devvm wants a token for https://api:6443 as alice@idp, over SSH"
+    assert {h.host: h.standing for h in consent.hosts()} == {"devvm": Standing.SESSION}
+
+
+def test_once_allows_this_request_only_and_always_is_kept(consent: Consent) -> None:
+    asked = answer_with(consent, Decision.ONCE)
+    consent.check("h", "id", None)
+    consent.check("h", "id", None)
+    assert len(asked) == 2
+    asked = answer_with(consent, Decision.ALWAYS)
+    consent.check("h", "id", None)
+    consent.check("h", "id", None)
+    assert len(asked) == 1
+    assert consent.hosts()[0].standing is Standing.ALWAYS
+
+
+def test_deny_and_silence_give_one_clear_line(consent: Consent) -> None:
+    answer_with(consent, Decision.DENY)
+    with pytest.raises(ConsentRefused, match=r"^denied on your desktop: h wants a token as id"):
+        consent.check("h", "id", None)
+    asked = answer_with(consent, None)
+    consent.timeout = 0.5
+    start = time.monotonic()
+    with pytest.raises(ConsentRefused) as e:
+        consent.check("h", "id", None)
+    assert time.monotonic() - start < 2
+    assert "nobody answered on your desktop within 0.5 s" in e.value.one_line()
+    assert asked[0].expired and asked[0].answered.is_set()  # the app's question closes itself
+
+
+def test_a_remote_host_cannot_name_desktop_programs_or_files() -> None:
+    env = ("KUBECONFIG=/home/them/.kube/config", "KUBETRAY_BROWSER=evil", "KUBETRAY_NAME=x")
+    assert _remote_env(env) == ("KUBETRAY_NAME=x",)
+    for flag in ("--browser-command=sh -c id", "--certificate-authority=/etc/shadow"):
+        opts = options.resolve([flag, "--oidc-issuer-url=https://idp", "--oidc-client-id=k"])
+        with pytest.raises(options.OptionsError, match="on your desktop, not on bastion"):
+            _refuse_desktop_paths(opts, "bastion")
+    ok = options.resolve(["--oidc-issuer-url=https://idp", "--oidc-client-id=k"])
+    _refuse_desktop_paths(ok, "bastion")
