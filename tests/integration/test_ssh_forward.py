@@ -325,12 +325,12 @@ def test_the_harness_forwards_a_desktop_socket_to_the_remote_user(
 
 @pytest.mark.parametrize("socket_state", ["missing", "stale"])
 def test_a_missing_or_dead_forward_is_one_line_and_starts_no_agent(
-    desktop: KubetrayEnv, sshd: SSHServer, remote: Account, socket_state: str
+    sshd: SSHServer, remote: Account, socket_state: str
 ) -> None:
     """On the SSH host, KUBETRAY_AGENT_SOCK naming a socket that is not there (the session
     ended) or that nobody answers on (a stale file) makes kubetray-exec say so in one line
     naming the variable, exit 1, and never start a kubetray agent on that host instead."""
-    helper = install_helper(desktop, sshd, remote)
+    helper = install_helper_copy(remote)  # kubetray ssh --install-helper: the tests below
     path = f"/tmp/kubetray-test-{remote.name}-{socket_state}.sock"
     Path(path).unlink(missing_ok=True)
     if socket_state == "stale":
@@ -361,11 +361,11 @@ def test_a_missing_or_dead_forward_is_one_line_and_starts_no_agent(
 
 
 def test_a_forwarded_socket_owned_by_another_user_is_refused(
-    desktop: KubetrayEnv, sshd: SSHServer, remote: Account
+    sshd: SSHServer, remote: Account
 ) -> None:
     """KUBETRAY_AGENT_SOCK naming a socket another user of the SSH host owns (one that anyone
     may connect to) is refused before any request goes out: one line saying whose it is."""
-    helper = install_helper(desktop, sshd, remote)
+    helper = install_helper_copy(remote)  # kubetray ssh --install-helper: the tests below
     path = f"/tmp/kubetray-test-{sshd.other.name}-planted.sock"
     with listening_socket(path, owner=sshd.other, mode=0o666) as planted:
         planted.settimeout(0.5)
