@@ -634,14 +634,26 @@ def test_a_remote_kubectl_logs_in_in_the_desktop_browser_and_gets_only_the_token
 def test_one_login_serves_a_local_and_a_remote_kubectl_asking_at_once(
     desktop: KubetrayEnv, sshd: SSHServer, remote: Account, idp: IdP, tmp_path: Path
 ) -> None:
-    """kubectl on the desktop and kubectl on the SSH host need the same OIDC identity at the
-    same moment: one browser login on the desktop serves both (single-flight holds across
-    local and forwarded callers)."""
+    """The README's way: `kubetray setup --helper-command` writes the SSH host's kubeconfig
+    (its ~/.kube/config there). kubectl on the desktop and kubectl on the SSH host then need the
+    same OIDC identity at the same moment: one browser login on the desktop serves both
+    (single-flight holds across local and forwarded callers)."""
     require(browser_available(), "needs Debian chromium and Python playwright")
     kt = desktop
     with APIServer(CA(), check_token=checker(idp)) as api:
         helper = install_helper(kt, sshd, remote)
-        remote_config = remote_kubeconfig(remote, api, helper, oidc_args(idp))
+        ca, written = kt.inputs() / "ca.crt", kt.inputs() / "remote-kubeconfig"
+        ca.write_bytes(api.ca_pem)
+        setup = kt.kubetray(
+            "setup",
+            *("--issuer", idp.issuer, "--client-id", "kubectl"),
+            *("--scope", "email", "--scope", "groups"),
+            *("--server", api.url, "--certificate-authority", str(ca)),
+            *("--helper-command", helper, "--kubeconfig", str(written), "--yes"),
+        )
+        assert setup.returncode == 0, setup.stdout + setup.stderr
+        assert "certificate-authority-data" in written.read_text()  # no desktop path in it
+        remote.put(".kube/config", written.read_bytes(), 0o600)  # kubectl's default there
         kubectl = remote_kubectl(sshd, remote, kubectl_133())
         local_config = local_kubeconfig(kt, api, oidc_args(idp), tmp_path / "kubeconfig")
         assert kt.kubetray("remote", "allow", HOST).returncode == 0
@@ -649,7 +661,7 @@ def test_one_login_serves_a_local_and_a_remote_kubectl_asking_at_once(
         hold.touch()  # the login waits until both callers wait for it
         with ThreadPoolExecutor(2) as pool:
             remote_run = pool.submit(
-                kubetray_ssh, kt, sshd, remote, *get_ns(kubectl, remote_config)
+                kubetray_ssh, kt, sshd, remote, kubectl, "get", "namespaces", "-o", "name"
             )
             local_run = pool.submit(local_kubectl, kt, local_config)
             try:
