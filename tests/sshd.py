@@ -251,6 +251,8 @@ def _config(directory: Path, keys_name: str) -> str:
             # One file per run, so that parallel runs do not take each other's keys away.
             f"AuthorizedKeysFile .ssh/{keys_name}",
             "StrictModes yes",
+            # Forwarding stays on: OpenSSH 9.2 refuses a Unix-socket -R too when
+            # AllowTcpForwarding is no, whatever AllowStreamLocalForwarding says.
             "AllowStreamLocalForwarding yes",
             "StreamLocalBindUnlink yes",
             "X11Forwarding no",

@@ -17,6 +17,7 @@ import shlex
 import shutil
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -96,7 +97,7 @@ def desktop(kt: KubetrayEnv, keyring_session: None) -> Iterator[KubetrayEnv]:
     log = kt.inputs() / "ssh-argv.jsonl"
     (wrapper / "ssh").write_text(
         "#!/bin/sh\n"
-        f"{REMOTE_PYTHON} -c 'import json,sys; print(json.dumps(sys.argv[1:]))' \"$@\" "
+        f"{sys.executable} -c 'import json,sys; print(json.dumps(sys.argv[1:]))' \"$@\" "
         f">> {shlex.quote(str(log))}\n"
         'exec /usr/bin/ssh "$@"\n'
     )
