@@ -19,7 +19,7 @@ from app.store.memory_store import MemorySecretStore
 from app.ui.controller import TrayController
 from app.ui.tray import TrayApp
 from tests.peers import ROOT, V1, KubetrayEnv
-from tests.sshrelay import ssh_relay
+from tests.ssh_standin import ssh_relay
 
 TOKEN = "remote-test-token-1234"
 
