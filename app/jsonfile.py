@@ -60,8 +60,9 @@ def write_atomic(path: str, content: bytes, mode: int = 0o600) -> None:
     """
     directory = os.path.dirname(path) or "."
     os.makedirs(directory, mode=0o700, exist_ok=True)
+    remove_orphans(directory)
     tmp = os.path.join(
-        directory, f".{os.path.basename(path)}.{os.getpid()}.{threading.get_ident()}.tmp"
+        directory, f".{os.path.basename(path)}.kubetray-{os.getpid()}-{threading.get_ident()}.tmp"
     )
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
@@ -80,3 +81,32 @@ def write_atomic(path: str, content: bytes, mode: int = 0o600) -> None:
             os.unlink(tmp)
         raise
     fsync_dir(directory)
+
+
+def remove_orphans(directory: str) -> None:
+    """Temporary files that a killed kubetray left in ``directory`` (``.NAME.kubetray-PID[-N].tmp``
+    of a process that is gone)."""
+    try:
+        entries = os.listdir(directory)
+    except OSError:
+        return
+    for entry in entries:
+        if not (entry.startswith(".") and entry.endswith(".tmp") and ".kubetray-" in entry):
+            continue
+        pid = entry[entry.rindex(".kubetray-") + len(".kubetray-") : -len(".tmp")].split("-")[0]
+        if pid.isdigit() and not process_alive(int(pid)):
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(directory, entry))
+
+
+def process_alive(pid: int) -> bool:
+    """Whether ``pid`` runs (always True off POSIX: there os.kill(pid, 0) would end it)."""
+    if os.name != "posix":
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        pass
+    return True

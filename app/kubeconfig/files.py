@@ -24,6 +24,7 @@ from typing import Any
 
 import yaml
 
+from app import jsonfile
 from app.errors import AppError
 from app.jsonfile import fsync_dir
 
@@ -284,7 +285,7 @@ def _remove_if_stale(lock: str) -> bool:
         return False
     if len(words) != 3 or words[0] != b"kubetray" or words[2].decode() != socket.gethostname():
         return False
-    if not words[1].isdigit() or _alive(int(words[1])):
+    if not words[1].isdigit() or jsonfile.process_alive(int(words[1])):
         return False
     with contextlib.suppress(FileNotFoundError):
         os.unlink(lock)
@@ -361,7 +362,7 @@ def write_atomic(path: str, content: bytes, mode: int) -> None:
             os.close(fd)
         os.replace(tmp, path)
         fsync_dir(directory)
-        _remove_orphans(directory)
+        jsonfile.remove_orphans(directory)
     except OSError as e:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
@@ -370,27 +371,6 @@ def write_atomic(path: str, content: bytes, mode: int) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-
-
-def _remove_orphans(directory: str) -> None:
-    """Temporary files that a killed kubetray left in ``directory``."""
-    for entry in os.listdir(directory):
-        if not (entry.startswith(".") and entry.endswith(".tmp") and ".kubetray-" in entry):
-            continue
-        pid = entry[entry.rindex(".kubetray-") + len(".kubetray-") : -len(".tmp")]
-        if pid.isdigit() and not _alive(int(pid)):
-            with contextlib.suppress(OSError):
-                os.unlink(os.path.join(directory, entry))
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError):
-        pass
-    return True
 
 
 def file_mode(path: str) -> int:

@@ -8,7 +8,6 @@ cannot stand in for another. Nothing secret ever reaches disk in plaintext.
 """
 
 import base64
-import contextlib
 import hashlib
 import os
 import secrets
@@ -18,6 +17,7 @@ from typing import Any, TypeVar
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from app import jsonfile
 from app.errors import SecretLost, StoreError, StoreUnavailable
 
 SERVICE = "kubetray"
@@ -121,18 +121,9 @@ class KeyringSecretStore:
         nonce = secrets.token_bytes(12)
         blob = nonce + AESGCM(self._data_key()).encrypt(nonce, value, key.encode())
         path = self._sealed_path(key)
-        tmp = f"{path}.{os.getpid()}.tmp"
-        try:
-            os.makedirs(self._sealed_dir, mode=0o700, exist_ok=True)
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "wb") as f:
-                f.write(blob)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
+        try:  # a full disk or a kill leaves no half-sealed secret behind
+            jsonfile.write_atomic(path, blob, 0o600)
         except OSError as e:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)  # a full disk must not leave a half-sealed secret behind
             raise StoreError(f"cannot write the sealed secret {path}: {e.strerror or e}") from None
         return os.path.basename(path)
 
