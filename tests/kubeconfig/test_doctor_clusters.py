@@ -375,7 +375,7 @@ def test_doctor_prints_each_cluster_with_its_fix(kt: KubetrayEnv, tmp_path: Path
     (tmp_path / "other-ca.crt").write_bytes(other.cert_pem)
     with APIServer(CA()) as api:
         config = write(
-            tmp_path / "config",
+            tmp_path / "kubeconfig",  # (tmp_path / "config" is kt's configuration directory)
             {
                 "good": {"server": api.url, "certificate-authority-data": b64(api.ca_pem)},
                 "wrong-ca": {"server": api.url, "certificate-authority": "other-ca.crt"},
@@ -392,7 +392,8 @@ def test_doctor_prints_each_cluster_with_its_fix(kt: KubetrayEnv, tmp_path: Path
             timeout=60,
         )
     lines = done.stdout.splitlines()
-    assert done.returncode == 1
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
     assert f"ok    cluster good: CA verifies {api.url} (certificate-authority-data)" in lines
     at = lines.index(
         "FAIL  cluster wrong-ca: x509: the server's certificate is not signed by the cluster's CA "
