@@ -131,7 +131,7 @@ def check(
     deadline = time.monotonic() + timeout
     try:
         with _connect(target, deadline) as sock:
-            sock.settimeout(max(0.01, deadline - time.monotonic()))
+            sock.settimeout(_left(deadline))
             with context.wrap_socket(sock, server_hostname=target.server_name):
                 pass
     except ssl.SSLCertVerificationError as e:

@@ -407,3 +407,23 @@ def test_doctor_prints_each_cluster_with_its_fix(kt: KubetrayEnv, tmp_path: Path
     assert any(
         line.startswith("WARN  cluster down: nothing answers at 127.0.0.1:") for line in lines
     )
+
+
+def test_a_port_that_answers_without_tls_fails_with_the_port_to_check(tmp_path: Path) -> None:
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(1)
+        port = int(server.getsockname()[1])
+
+        def answer_http() -> None:
+            conn, _ = server.accept()
+            with conn:
+                conn.recv(4096)
+                conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+
+        threading.Thread(target=answer_http, daemon=True).start()
+        config = write(tmp_path / "config", {"http": {"server": f"https://127.0.0.1:{port}"}})
+        found = checks(config)["cluster http"]
+    assert not found.ok
+    assert found.detail.startswith(f"no TLS with 127.0.0.1:{port} (")
+    assert str(found.remedy).startswith("check the server URL's port")
