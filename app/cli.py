@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from app import __version__, cli_kubeconfig, cli_remote
+from app.cli_help import HelpFormatter, add_command
 from app.errors import AgentNotRunning, AppError, CredentialError, UsageError
 from app.model import IdentityStatus, State
 
@@ -385,7 +386,11 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     """kubetray's commands."""
     parser = argparse.ArgumentParser(
-        prog="kubetray", description="Log in to Kubernetes clusters; serve kubectl's credentials."
+        prog="kubetray",
+        description="Log in to Kubernetes clusters; serve kubectl's credentials. kubetray alone "
+        "starts the tray app; each COMMAND --help says what it does, with examples.",
+        epilog="examples:\n  kubetray\n  kubetray status\n  kubetray setup --help",
+        formatter_class=HelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"kubetray {__version__}")
     parser.add_argument("--verbose", action="store_true", help="show tracebacks on errors")
@@ -395,34 +400,99 @@ def build_parser() -> argparse.ArgumentParser:
         "where login tokens live: keyring, memory (until kubetray stops), or auto (the default: "
         "the keyring if usable, else memory)"
     )
-    p = sub.add_parser("app", help="the tray app (what `kubetray` alone runs)")
+    p = add_command(
+        sub,
+        "app",
+        "the tray app (what `kubetray` alone runs)",
+        "Start the tray app: the icon, the kubetray window, and the agent that serves kubectl's "
+        "credentials. If kubetray already runs, its window comes forward instead; a headless "
+        "agent hands over to the app once its logins in progress end.",
+        ["kubetray", "kubetray app --store memory"],
+    )
     p.add_argument("--store", metavar="KIND", help=store_help)
     p.set_defaults(func=cmd_app)
 
-    p = sub.add_parser("demo", help="try kubetray: a demo provider, API server and kubeconfig")
+    p = add_command(
+        sub,
+        "demo",
+        "try kubetray: a demo provider, API server and kubeconfig",
+        "Try kubetray with nothing of your own: start a demo OpenID provider, a demo API server "
+        "and the agent or app, write a demo kubeconfig and print the kubectl line to run. The "
+        "demo provider signs anyone in: never use it for a real cluster. kubetray stop ends it.",
+        ["kubetray demo", "kubetray demo --headless"],
+    )
     p.add_argument("--headless", action="store_true", help="run the agent instead of the app")
     p.add_argument("--store", metavar="KIND", help=store_help)
     p.set_defaults(func=cmd_demo)
 
-    p = sub.add_parser("agent", help="run the headless agent in the foreground")
+    p = add_command(
+        sub,
+        "agent",
+        "run the headless agent in the foreground",
+        "Run the agent without a desktop (servers, WSL, containers, SSH sessions): it serves "
+        "kubectl's credentials and does the logins (device code, or prompts in kubectl's "
+        "terminal). kubetray-exec starts it by itself when none runs; stop it with Ctrl-C or "
+        "kubetray stop.",
+        ["kubetray agent", "kubetray agent --store keyring"],
+    )
     p.add_argument("--store", metavar="KIND", help=store_help)
     p.set_defaults(func=cmd_agent)
 
-    p = sub.add_parser("stop", help="stop the running agent or app")
+    p = add_command(
+        sub,
+        "stop",
+        "stop the running agent or app",
+        "End the running agent or tray app. kubectl commands waiting for a login fail at once "
+        "and say why; the next kubectl command starts the agent again.",
+        ["kubetray stop"],
+    )
     p.set_defaults(func=cmd_stop)
 
-    p = sub.add_parser("status", help="identities with their state and expiry")
+    p = add_command(
+        sub,
+        "status",
+        "identities with their state and expiry",
+        "List the identities: who is logged in, their state, when the tokens expire, the "
+        "kubeconfig contexts using them, and the SSH hosts that asked for credentials. Without "
+        "a running agent, the credentials stored in the keyring.",
+        ["kubetray status", "kubetray status --json"],
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_status)
 
-    p = sub.add_parser("store", help="keep a static credential in the OS keyring")
+    p = add_command(
+        sub,
+        "store",
+        "keep a static credential in the OS keyring",
+        "Keep a bearer token, or a client certificate and its key, in the OS keyring under NAME "
+        "(the files can be deleted afterwards). A kubeconfig user then runs kubetray-exec "
+        "--stored NAME instead of holding the secret.",
+        [
+            "kubetray store prod-admin --token-file ~/prod-token",
+            "kubectl create token deployer | kubetray store deployer --token-file -",
+            "kubetray store dev --client-certificate dev.crt --client-key dev.key",
+        ],
+    )
     p.add_argument("name", help="the name kubeconfig will use: kubetray-exec --stored NAME")
     p.add_argument("--token-file", metavar="FILE", help="a bearer token (- reads stdin)")
     p.add_argument("--client-certificate", metavar="FILE", help="PEM client certificate (chain)")
     p.add_argument("--client-key", metavar="FILE", help="PEM private key of that certificate")
     p.set_defaults(func=cmd_store)
 
-    p = sub.add_parser("login", help="log in to an OIDC identity now (browser, device code, ...)")
+    p = add_command(
+        sub,
+        "login",
+        "log in to an OIDC identity now (browser, device code, ...)",
+        "Log in to an OIDC identity now rather than at the next kubectl command: the browser, "
+        "or the device code where there is none (--force: again, e.g. as someone else). Name "
+        "the identity as kubetray status does, or give a kubeconfig user's kubetray-exec flags "
+        "after --.",
+        [
+            "kubetray login prod",
+            "kubetray login prod --force",
+            "kubetray login -- --oidc-issuer-url=https://idp.example --oidc-client-id=kubectl",
+        ],
+    )
     p.add_argument("name", nargs="?", help="the identity, as kubetray status names it")
     p.add_argument("--force", action="store_true", help="log in again even if still logged in")
     p.add_argument(
@@ -430,16 +500,36 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_login)
 
-    p = sub.add_parser("logout", help="revoke and forget an OIDC identity's tokens")
+    p = add_command(
+        sub,
+        "logout",
+        "revoke and forget an OIDC identity's tokens",
+        "Revoke the identity's refresh token at the provider (RFC 7009) and forget its tokens. "
+        "The next kubectl command that needs it logs in again.",
+        ["kubetray logout prod"],
+    )
     p.add_argument("name")
     p.set_defaults(func=cmd_logout)
 
-    p = sub.add_parser("cancel", help="cancel the login in progress for an identity")
+    p = add_command(
+        sub,
+        "cancel",
+        "cancel the login in progress for an identity",
+        "Stop the login an identity is waiting for (a browser tab or a device code nobody "
+        "completed). The kubectl commands waiting for it fail at once.",
+        ["kubetray cancel prod"],
+    )
     p.add_argument("name")
     p.set_defaults(func=cmd_cancel)
 
-    p = sub.add_parser(
-        "forget", help="remove a stored credential, or log out of and remove an OIDC identity"
+    p = add_command(
+        sub,
+        "forget",
+        "remove a stored credential, or log out of and remove an OIDC identity",
+        "Remove a credential kubetray store kept in the keyring, or log out of an OIDC identity "
+        "and remove it from kubetray (a kubeconfig user still running it brings it back). The "
+        "kubeconfig is not changed.",
+        ["kubetray forget dev"],
     )
     p.add_argument("name")
     p.set_defaults(func=cmd_forget)
@@ -447,7 +537,17 @@ def build_parser() -> argparse.ArgumentParser:
     cli_kubeconfig.add_parsers(sub)
     cli_remote.add_parsers(sub)
 
-    p = sub.add_parser("doctor", help="check kubeconfig, helper, agent, keyring and providers")
+    p = add_command(
+        sub,
+        "doctor",
+        "check kubeconfig, helper, agent, keyring, providers and cluster CAs",
+        "Check what kubectl's logins depend on, one line each with what to do: the kubeconfig "
+        "files, the helper each kubetray user runs, the agent, the keyring, each OpenID "
+        "provider and the clock against it, the proxy and CA settings, and whether each "
+        "cluster's CA verifies its API server (an unreachable one is a warning). Exits 1 if "
+        "anything failed.",
+        ["kubetray doctor", "kubetray doctor --kubeconfig ~/.kube/prod.yaml"],
+    )
     p.add_argument("--kubeconfig", metavar="FILE", help="this file instead of $KUBECONFIG")
     p.set_defaults(func=cmd_doctor)
     return parser

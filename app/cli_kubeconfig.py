@@ -8,6 +8,7 @@ import sys
 from datetime import UTC, datetime
 
 from app import compose, installation
+from app.cli_help import add_command
 from app.errors import UsageError
 from app.kubeconfig import edit as edits
 from app.kubeconfig import files, secure, setup
@@ -196,7 +197,20 @@ def add_parsers(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> N
         if dry_run:
             p.add_argument("--dry-run", action="store_true", help="show the diff, write nothing")
 
-    p = sub.add_parser("setup", help="add an OIDC cluster login to kubeconfig")
+    p = add_command(
+        sub,
+        "setup",
+        "add an OIDC cluster login to kubeconfig",
+        "Add a context whose user logs in through kubetray-exec to an OpenID provider, for an "
+        "existing cluster (--cluster) or a new one (--server, --certificate-authority). It asks "
+        "the provider first (--no-probe skips that), shows the diff and asks before writing.",
+        [
+            "kubetray setup --issuer https://idp.example.com --client-id kubernetes "
+            "--server https://api.example.com:6443 --certificate-authority ca.crt --context prod",
+            "kubetray setup --issuer https://idp.example.com --client-id kubernetes "
+            "--cluster prod --dry-run",
+        ],
+    )
     p.add_argument("--issuer", required=True, metavar="URL", help="the OpenID provider")
     p.add_argument("--client-id", required=True, metavar="ID")
     p.add_argument("--scope", action="append", default=[], help="an extra scope (repeatable)")
@@ -237,24 +251,55 @@ def add_parsers(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> N
     common(p)
     p.set_defaults(func=cmd_setup)
 
-    p = sub.add_parser("import", help="switch kubelogin users to kubetray-exec")
+    p = add_command(
+        sub,
+        "import",
+        "switch kubelogin users to kubetray-exec",
+        "Switch every kubeconfig user that runs int128/kubelogin (kubectl oidc-login) to "
+        "kubetray-exec with the same flags, so a client registered for kubelogin keeps working. "
+        "--undo puts the last import back.",
+        ["kubetray import --dry-run", "kubetray import", "kubetray import --undo"],
+    )
     p.add_argument("--undo", action="store_true", help="put the last import back")
     common(p)
     p.set_defaults(func=cmd_import)
 
-    p = sub.add_parser("secure", help="move static tokens and keys into the OS keyring")
+    p = add_command(
+        sub,
+        "secure",
+        "move static tokens and keys into the OS keyring",
+        "Move the static tokens and client keys of kubeconfig users into the OS keyring; each "
+        "user then runs kubetray-exec --stored NAME. No secret is left in the kubeconfig or its "
+        "backups; kubetray unsecure puts them back.",
+        ["kubetray secure --all", "kubetray secure ci-bot admin --dry-run"],
+    )
     p.add_argument("users", nargs="*", help="kubeconfig users")
     p.add_argument("--all", action="store_true", help="every user with a static secret")
     common(p)
     p.set_defaults(func=cmd_secure)
 
-    p = sub.add_parser("unsecure", help="put secured secrets back into kubeconfig")
+    p = add_command(
+        sub,
+        "unsecure",
+        "put secured secrets back into kubeconfig",
+        "Put the secrets kubetray secure moved to the keyring back into the kubeconfig users "
+        "they came from (a user changed since is left as it is).",
+        ["kubetray unsecure --all", "kubetray unsecure ci-bot"],
+    )
     p.add_argument("users", nargs="*", help="kubeconfig users")
     p.add_argument("--all", action="store_true", help="every user kubetray secured")
     common(p)
     p.set_defaults(func=cmd_unsecure)
 
-    p = sub.add_parser("backups", help="list kubetray's kubeconfig backups, or restore one")
+    p = add_command(
+        sub,
+        "backups",
+        "list kubetray's kubeconfig backups, or restore one",
+        "List the backups kubetray made before each kubeconfig change (the newest five per "
+        "file; those of files holding secrets are in the OS keyring), or put one back after "
+        "backing up the current file.",
+        ["kubetray backups", "kubetray backups --restore ID"],
+    )
     p.add_argument("--file", metavar="FILE", help="only this file's backups")
     p.add_argument("--restore", metavar="ID", help="put this backup back (after a new backup)")
     p.add_argument("--yes", "-y", action="store_true", help="apply without asking")

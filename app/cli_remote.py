@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tarfile
 
+from app.cli_help import add_command
 from app.errors import AgentNotRunning, AppError, UsageError
 from exec_helper import paths
 
@@ -214,27 +215,31 @@ def cmd_remote(args: argparse.Namespace) -> int:
 
 def add_parsers(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     """ssh-config, ssh and remote."""
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "ssh-config",
-        help="print the ~/.ssh/config lines that forward kubetray to HOST",
-        description="Print the ~/.ssh/config block that forwards this desktop's kubetray agent "
-        "to HOST, so kubectl there gets its credentials from here (the login happens in your "
-        "browser; only short-lived tokens cross).",
-        epilog="example: kubetray ssh-config bastion >> ~/.ssh/config",
+        "print the ~/.ssh/config lines that forward kubetray to HOST",
+        "Print the ~/.ssh/config block that forwards this desktop's kubetray agent to HOST, so "
+        "kubectl there gets its credentials from here (the login happens in your browser; only "
+        "short-lived tokens cross).",
+        ["kubetray ssh-config bastion >> ~/.ssh/config"],
     )
     p.add_argument("host", metavar="HOST", help="the Host name you ssh to")
     p.add_argument("--user", metavar="USER", help="the remote user (default: what ssh -G says)")
     p.set_defaults(func=cmd_ssh_config)
 
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "ssh",
-        help="ssh to a host with kubetray forwarded for this session",
-        description="Run ssh with this desktop's kubetray agent forwarded (like ssh -A for "
-        "ssh-agent). SSH options and a remote command go to ssh as given. The first request "
-        "from the host asks you in the tray app; kubetray remote allow HOST allows it ahead.",
-        epilog="examples:\n  kubetray ssh --install-helper bastion\n"
-        "  kubetray ssh bastion\n  kubetray ssh -p 2222 me@devvm kubectl get ns",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "ssh to a host with kubetray forwarded for this session",
+        "Run ssh with this desktop's kubetray agent forwarded (like ssh -A for ssh-agent). SSH "
+        "options and a remote command go to ssh as given. The first request from the host asks "
+        "you in the tray app; kubetray remote allow HOST allows it ahead.",
+        [
+            "kubetray ssh --install-helper bastion",
+            "kubetray ssh bastion",
+            "kubetray ssh -p 2222 me@devvm kubectl get ns",
+        ],
     )
     p.add_argument(
         "--install-helper",
@@ -244,15 +249,14 @@ def add_parsers(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> N
     p.add_argument("ssh_args", nargs=argparse.REMAINDER, metavar="[SSH-OPTIONS] HOST [COMMAND]")
     p.set_defaults(func=cmd_ssh)
 
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "remote",
-        help="which SSH hosts may have credentials through a forward (like ssh-add -l/-d)",
-        description="List, allow or deny the SSH hosts whose kubectl asks this desktop's "
-        "kubetray for credentials. allow: always served; deny: always refused; forget: ask "
-        "again. The headless agent serves only allowed hosts.",
-        epilog="examples:\n  kubetray remote list\n  kubetray remote allow bastion\n"
-        "  kubetray remote deny bastion",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "which SSH hosts may have credentials through a forward (like ssh-add -l/-d)",
+        "List, allow or deny the SSH hosts whose kubectl asks this desktop's kubetray for "
+        "credentials. allow: always served; deny: always refused; forget: ask again. The "
+        "headless agent serves only allowed hosts.",
+        ["kubetray remote list", "kubetray remote allow bastion", "kubetray remote deny bastion"],
     )
     p.add_argument("action", choices=("list", "allow", "deny", "forget"))
     p.add_argument("host", nargs="?", metavar="HOST")

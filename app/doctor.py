@@ -2,8 +2,9 @@
 
 Checks the kubeconfig files, the helper every kubetray user runs, the agent, the keyring (with
 a timeout: a locked or absent keyring never hangs it), each OIDC provider's discovery and
-capabilities, the clock against each provider's Date header, and the proxy and CA settings.
-Nothing secret is printed: a user's flags are read, never shown.
+capabilities, the clock against each provider's Date header, the proxy and CA settings, and
+whether each kubetray user's cluster CA verifies its API server (app.cluster_tls). Nothing
+secret is printed: a user's flags are read, never shown.
 """
 
 import os
@@ -17,11 +18,11 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
-from app import __version__
+from app import __version__, cluster_tls
 from app.errors import AppError
 from app.kubeconfig.files import KubeconfigError
 from app.kubeconfig.uses import is_helper
-from app.kubeconfig.view import View
+from app.kubeconfig.view import View, default_paths
 from app.oidc.client import CLOCK_SKEW, OIDCClient
 from app.oidc.settings import OIDCSettings
 from app.store.choice import CHOSEN_NOTICE, MEMORY_NOTICE
@@ -267,6 +268,45 @@ def check_network(ca_files: set[str]) -> Iterator[Check]:
             yield Check(f"CA file {path}", False, f"unusable: {e}", "fix --certificate-authority")
 
 
+def check_clusters(
+    view: View, users: list[KubetrayUser], timeout: float = cluster_tls.TIMEOUT
+) -> Iterator[Check]:
+    """Each cluster a kubetray user's context reaches: does its CA verify the server? (All at
+    once: an unreachable one is a warning that costs one timeout.)"""
+    names = {u.name for u in users}
+    contexts: dict[str, list[str]] = {}
+    for _, entry in view.merged("contexts"):
+        ctx = entry.get("context")
+        if isinstance(ctx, dict) and ctx.get("user") in names:
+            contexts.setdefault(str(ctx.get("cluster")), []).append(str(entry["name"]))
+    defaults = set(default_paths())
+    clusters = []
+    for name, used_by in contexts.items():
+        holder = view.holder("clusters", name)
+        found = holder.find("clusters", name) if holder else None
+        if holder is None or found is None:
+            yield Check(
+                f"cluster {name}",
+                False,
+                f"context {used_by[0]} names it, but no kubeconfig file defines it: kubectl "
+                "will fail",
+                f"add it: kubectl config set-cluster {name} --server=https://HOST:PORT "
+                "--certificate-authority=FILE --embed-certs",
+            )
+            continue
+        clusters.append(
+            cluster_tls.ClusterTLS.from_entry(found, holder.path, holder.path in defaults)
+        )
+    for cluster, seen in zip(clusters, cluster_tls.check_all(clusters, timeout), strict=True):
+        yield Check(
+            f"cluster {cluster.name}",
+            seen.verdict != cluster_tls.FAIL,
+            seen.detail,
+            seen.remedy,
+            warn=seen.verdict == cluster_tls.WARN,
+        )
+
+
 def run(
     view_paths: list[str] | None,
     status: Callable[[], dict[str, Any]],
@@ -299,3 +339,4 @@ def run(
     for settings in providers.values():
         yield from check_provider(settings, now)
     yield from check_network(ca_files)
+    yield from check_clusters(view, users)

@@ -4,7 +4,7 @@ import shlex
 import sys
 from datetime import datetime, timedelta
 
-from app.model import IdentityStatus
+from app.model import Caller, CallRecord, IdentityStatus
 
 
 def time_left(expires: str | None, now: datetime) -> str:
@@ -39,3 +39,37 @@ def kubectl_line(context: str) -> str:
     else:
         quoted = shlex.quote(context)
     return f"kubectl --context {quoted} get ns"
+
+
+def caller_chain(caller: Caller) -> str:
+    """Who ran kubetray-exec, nearest first: "kubectl (pid 4242) ← bash ← sshd", or the SSH host
+    a forwarded call came from."""
+    if caller.remote:
+        return f"remote: {caller.remote} (over SSH)"
+    names = [n for n in (caller.name, *caller.parents) if n]
+    if not names:
+        return f"pid {caller.pid}" if caller.pid else "unknown"
+    pids = [caller.pid, caller.parent_pid]  # only the helper's and its parent's are known
+    return " ← ".join(
+        f"{n} (pid {pids[i]})" if i < len(pids) and pids[i] else n for i, n in enumerate(names)
+    )
+
+
+def call_details(rec: CallRecord) -> list[tuple[str, str]]:
+    """Everything about one call, as (label, text) rows of the Diagnostics detail pane."""
+    caller = rec.caller
+    rows = [
+        ("Time", f"{rec.time.astimezone():%Y-%m-%d %H:%M:%S %Z}"),
+        ("Identity", rec.identity or "-"),
+        ("Cluster", rec.cluster or "-"),
+        ("Caller", caller_chain(caller)),
+    ]
+    if caller.remote:
+        via = f"through the local {caller.name or 'ssh'} (pid {caller.pid})"
+        if caller.parent_pid:
+            via += f"; the helper's parent on the host: pid {caller.parent_pid}"
+        rows.append(("", via))
+    rows.append(("Result", f"{'ok' if rec.ok else 'failed'} in {rec.latency_ms:.1f} ms"))
+    if rec.error:
+        rows.append(("Error", rec.error))
+    return rows

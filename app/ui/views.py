@@ -1,23 +1,37 @@
 """Windows: the device code, diagnostics, and the status window used when there is no tray."""
 
 from datetime import datetime
+from html import escape
 
-from PySide6.QtCore import Qt, QTimer
-from PySide6.QtGui import QColor, QFont, QGuiApplication, QImage, QPixmap
+from PySide6.QtCore import QSize, Qt, QTimer
+from PySide6.QtGui import (
+    QColor,
+    QCursor,
+    QFont,
+    QGuiApplication,
+    QImage,
+    QPixmap,
+    QResizeEvent,
+)
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QHeaderView,
     QLabel,
     QPushButton,
+    QSplitter,
     QTableWidget,
     QTableWidgetItem,
+    QTextEdit,
     QVBoxLayout,
     QWidget,
 )
 
-from app.model import IdentityStatus
+from app.model import CallRecord, IdentityStatus
 from app.ui.controller import TrayController
-from app.ui.text import time_left, who
+from app.ui.text import call_details, caller_chain, time_left, who
+
+SCREEN_SHARE = 0.8
+"""The most of the screen a window opens on: room is left for the panel and other windows."""
 
 
 def qr_pixmap(text: str, scale: int = 6) -> QPixmap:
@@ -33,6 +47,23 @@ def qr_pixmap(text: str, scale: int = 6) -> QPixmap:
             if dark:
                 image.setPixel(x + 4, y + 4, QColor("black").rgb())
     return QPixmap.fromImage(image.scaled(size * scale, size * scale))
+
+
+def fit_to_screen(window: QWidget, preferred: QSize) -> None:
+    """Size ``window`` to ``preferred``, at most SCREEN_SHARE of the screen it opens on (the one
+    under the mouse: where the tray icon was clicked), and centre it there."""
+    screen = QGuiApplication.screenAt(QCursor.pos()) or QGuiApplication.primaryScreen()
+    if screen is None:
+        window.resize(preferred)
+        return
+    room = screen.availableGeometry()
+    size = preferred.boundedTo(
+        QSize(int(room.width() * SCREEN_SHARE), int(room.height() * SCREEN_SHARE))
+    )
+    window.resize(size)
+    frame = window.frameGeometry()
+    frame.moveCenter(room.center())
+    window.move(frame.topLeft())
 
 
 def bring_to_front(window: QWidget) -> None:
@@ -116,29 +147,52 @@ class StatusWindow(QWidget):
 
 
 class DiagnosticsWindow(QWidget):
-    """Recent kubetray-exec calls and the KEP-541-style figures."""
+    """Recent kubetray-exec calls and the KEP-541-style figures; a selected call's details
+    (the whole caller chain, the whole error) in a pane below the table."""
 
     COLUMNS = ("Time", "Identity", "Cluster", "Caller", "Result", "Latency")
+    CALLER, RESULT = 3, 4
 
     def __init__(self, controller: TrayController) -> None:
         super().__init__()
         self.setWindowTitle("kubetray diagnostics")
         self._controller = controller
+        self._records: list[CallRecord] = []
+        self._selected: CallRecord | None = None
         layout = QVBoxLayout(self)
         self.figures = QLabel()
         self.figures.setTextFormat(Qt.TextFormat.RichText)
+        self.figures.setWordWrap(True)  # a long line must not widen the window
         layout.addWidget(self.figures)
         self.table = QTableWidget(0, len(self.COLUMNS))
         self.table.setHorizontalHeaderLabels(list(self.COLUMNS))
-        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        self.table.horizontalHeader().setStretchLastSection(True)
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        # The caller chain takes the room left and is elided; a long error is cut at a quarter
+        # of the window: both are whole in the detail pane.
+        header.setSectionResizeMode(self.CALLER, QHeaderView.ResizeMode.Stretch)
+        header.setSectionResizeMode(self.RESULT, QHeaderView.ResizeMode.Interactive)
+        header.setStretchLastSection(False)
+        self.table.setTextElideMode(Qt.TextElideMode.ElideRight)
+        self.table.setWordWrap(False)
         self.table.verticalHeader().setVisible(False)
         self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
-        layout.addWidget(self.table)
+        self.table.setSelectionBehavior(QTableWidget.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QTableWidget.SelectionMode.SingleSelection)
+        self.table.itemSelectionChanged.connect(self._show_selected)
+        self.detail = QTextEdit()
+        self.detail.setReadOnly(True)
+        self.detail.setPlaceholderText("Select a call to see its caller chain and error in full.")
+        split = QSplitter(Qt.Orientation.Vertical)
+        split.addWidget(self.table)
+        split.addWidget(self.detail)
+        split.setStretchFactor(0, 2)
+        split.setStretchFactor(1, 1)
+        layout.addWidget(split)
         self.timer = QTimer(self)
         self.timer.timeout.connect(self.refresh)
         self.timer.start(2000)
-        self.resize(900, 420)
+        fit_to_screen(self, QSize(960, 560))
         self.refresh()
 
     def refresh(self) -> None:
@@ -155,21 +209,53 @@ class DiagnosticsWindow(QWidget):
                 line += f", refresh token rotated {age}s ago ({ident.refreshes} refreshes)"
             lines.append(line)
         self.figures.setText("<br>".join(lines))
-        self.table.setRowCount(len(calls))
-        for row, rec in enumerate(calls):
-            caller = rec.caller
-            chain = (
-                f"remote: {caller.remote} (over SSH)"
-                if caller.remote
-                else " ← ".join(filter(None, [caller.name, *caller.parents]))
+        self._records = calls
+        blocked = self.table.blockSignals(True)  # a refill is not a new selection
+        try:
+            self.table.setRowCount(len(calls))
+            for row, rec in enumerate(calls):
+                chain = caller_chain(rec.caller)
+                cells = [
+                    rec.time.astimezone().strftime("%H:%M:%S"),
+                    rec.identity or "-",
+                    rec.cluster or "-",
+                    chain,
+                    "ok" if rec.ok else f"failed: {rec.error}",
+                    f"{rec.latency_ms:.1f} ms",
+                ]
+                for col, text in enumerate(cells):
+                    item = QTableWidgetItem(text)
+                    if col in (self.CALLER, self.RESULT):
+                        item.setToolTip(text)
+                    self.table.setItem(row, col, item)
+            self.table.clearSelection()
+            if self._selected in calls:
+                self.table.selectRow(calls.index(self._selected))
+        finally:
+            self.table.blockSignals(blocked)
+        self._fit_result_column()
+
+    def _fit_result_column(self) -> None:
+        wanted = self.table.sizeHintForColumn(self.RESULT)
+        self.table.setColumnWidth(self.RESULT, max(60, min(wanted, self.width() // 4)))
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self._fit_result_column()
+
+    def _show_selected(self) -> None:
+        rows = {i.row() for i in self.table.selectedIndexes()}
+        if len(rows) != 1:
+            return  # keep the last call's details while the table refills
+        row = rows.pop()
+        if row < len(self._records):
+            self._selected = self._records[row]
+            html = "".join(
+                f"<tr><td><b>{escape(label)}</b></td><td>{escape(text)}</td></tr>"
+                for label, text in call_details(self._selected)
             )
-            cells = [
-                rec.time.astimezone().strftime("%H:%M:%S"),
-                rec.identity or "-",
-                rec.cluster or "-",
-                f"{chain} (pid {caller.pid})",
-                "ok" if rec.ok else f"failed: {rec.error}",
-                f"{rec.latency_ms:.1f} ms",
-            ]
-            for col, text in enumerate(cells):
-                self.table.setItem(row, col, QTableWidgetItem(text))
+            self.detail.setHtml(f"<table cellspacing='2' cellpadding='2'>{html}</table>")
+
+    def select(self, row: int) -> None:
+        """Select the call on ``row`` (0 is the newest), as a click does."""
+        self.table.selectRow(row)

@@ -288,3 +288,31 @@ def test_a_failed_browser_is_notified_and_the_entry_offers_the_link(
         view.shutdown()
         logins.stop()
         qtbot.wait(50)
+
+
+OFFSCREEN_WARNINGS = {
+    # QSystemTrayIcon::show() connects to a signal of the platform's native interface that only
+    # the xcb plugin has; Qt asks whatever plugin runs, and offscreen has no such signal.
+    "QObject::connect: No such signal QPlatformNativeInterface::systemTrayWindowChanged(QScreen*)",
+    # Showing a window (the status window stands in for a tray) asks the plugin to pass size
+    # hints to a window manager; offscreen has none and says so.
+    "This plugin does not support propagateSizeHints()",
+}
+"""Qt warnings the offscreen platform plugin prints whatever kubetray does: ignored, and only
+these (a desktop's xcb, wayland, cocoa or windows plugin prints neither)."""
+
+
+@pytest.mark.parametrize("tray", [True, False], ids=["tray", "status-window"])
+def test_no_qt_warnings_at_start_up(qtbot, qtlog, parts, request, tray: bool) -> None:  # type: ignore[no-untyped-def]
+    if not hasattr(request.node, "qt_log_capture"):
+        pytest.skip("pytest-qt captures Qt messages only when pytest captures output (no -s)")
+    broker, logins, _ = parts
+    app = TrayApp(TrayController(broker, logins, Settings(), utcnow), tray=tray)
+    try:
+        qtbot.wait(1100)  # the first tick: the icon and the menu are refreshed once
+    finally:
+        app.shutdown()
+        qtbot.wait(50)
+    warnings = [r.message for r in qtlog.records if r.matches_level("WARNING")]
+    assert "QSystemTrayIcon::setVisible: No Icon set" not in warnings
+    assert [w for w in warnings if w not in OFFSCREEN_WARNINGS] == []
