@@ -182,6 +182,8 @@ def check_keyring(store: Callable[[], SecretStore], setting: str = "auto") -> Ch
         )
     except AppError as e:
         return Check("keyring", False, e.message, e.hint)
+    except OSError as e:  # a file under it failed (the sealed-secret directory): say which
+        return Check("keyring", False, f"the keyring's files failed: {e}", "check the disk")
     if setting == "memory":
         return Check(
             "keyring",
