@@ -124,7 +124,41 @@ def shoot(work: Path) -> int:
             "--username=alice",
             "--password=pw-alice",
         ]
-        env = dict(os.environ, KUBERNETES_EXEC_INFO=V1)
+        # A kubeconfig whose contexts run kubetray-exec: the main window groups them.
+        import yaml
+
+        def user(name: str, args: list[str]) -> dict[str, object]:
+            exec_ = {"apiVersion": "client.authentication.k8s.io/v1", "command": str(helper)}
+            return {"name": name, "user": {"exec": {**exec_, "args": args}}}
+
+        kubeconfig = work / ".kube" / "config"
+        kubeconfig.parent.mkdir(exist_ok=True)
+        clusters = {"prod": "https://api.prod.example:6443", "dev": "https://api.dev.example:6443"}
+        kubeconfig.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "clusters": [{"name": n, "cluster": {"server": u}} for n, u in clusters.items()],
+                    "users": [
+                        user("alice", flags),
+                        user("prod-admin", ["--stored", "prod-admin"]),
+                        user("staging", ["--stored", "staging"]),
+                    ],
+                    "contexts": [
+                        {"name": c, "context": {"cluster": k, "user": u}}
+                        for c, k, u in (
+                            ("dev", "dev", "alice"),
+                            ("dev-admin", "dev", "alice"),
+                            ("prod", "prod", "prod-admin"),
+                            ("staging", "dev", "staging"),
+                        )
+                    ],
+                    "current-context": "dev",
+                }
+            )
+        )
+        env = dict(os.environ, KUBERNETES_EXEC_INFO=V1, KUBECONFIG=str(kubeconfig))
         for args in (flags, flags, ["--stored", "prod-admin"], ["--stored", "staging"]):
             subprocess.run(
                 [str(helper), *args], env=env, capture_output=True, timeout=60, check=False
@@ -163,7 +197,21 @@ def shoot(work: Path) -> int:
         view.show_diagnostics()
         settle()
         assert view.diagnostics is not None
+        view.diagnostics.table.selectRow(0)  # its detail pane, below the table
+        settle()
         view.diagnostics.grab().save(str(OUT / "diagnostics.png"))
+        view.show_main_window()
+        settle()
+        assert view.main_window is not None
+        view.main_window.grab().save(str(OUT / "main-window.png"))
+        # An SSH host's first request, as the desktop asks about it.
+        from app.model import Decision, Question
+
+        question = Question("devvm", "https://api.prod.example:6443", "alice@idp.example")
+        controller.consent_asked.emit(question)
+        settle()
+        view.consent_dialogs["devvm"].grab().save(str(OUT / "ssh-consent.png"))
+        question.answer(Decision.DENY)
         dialog = AddClusterDialog(controller)
         dialog.context.setText("staging")
         dialog.server.setText("https://api.staging.example:6443")
