@@ -139,7 +139,9 @@ def shoot(work: Path) -> int:
                 {
                     "apiVersion": "v1",
                     "kind": "Config",
-                    "clusters": [{"name": n, "cluster": {"server": u}} for n, u in clusters.items()],
+                    "clusters": [
+                        {"name": n, "cluster": {"server": u}} for n, u in clusters.items()
+                    ],
                     "users": [
                         user("alice", flags),
                         user("prod-admin", ["--stored", "prod-admin"]),
