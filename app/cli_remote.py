@@ -26,23 +26,46 @@ def local_socket() -> str:
     return os.path.join(paths.runtime_dir(), paths.SOCKET_NAME)
 
 
-def _ssh_user(ssh_args: list[str]) -> str:
-    """The user ssh logs in as on the remote host (``ssh -G`` applies ssh_config)."""
+def _ssh_settings(ssh_args: list[str]) -> tuple[str, list[str]]:
+    """The user ssh logs in as on the remote host, and the remote ends of the forwards its
+    configuration already makes (``ssh -G`` applies ssh_config)."""
     try:
         out = subprocess.run(
-            ["ssh", "-G", *ssh_args], capture_output=True, text=True, timeout=10, check=False
+            ["ssh", "-G", *ssh_args],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+            stdin=subprocess.DEVNULL,
         )
     except FileNotFoundError:
         raise AppError("ssh is not installed here", "install OpenSSH's client") from None
     except subprocess.TimeoutExpired:
         raise AppError("ssh -G did not answer within 10 s") from None
+    user, forwards = None, []
     for line in out.stdout.splitlines():
         key, _, value = line.partition(" ")
         if key == "user" and value:
-            return value
-    raise AppError(
-        f"cannot tell which user ssh logs in as: {out.stderr.strip() or 'ssh -G said nothing'}"
-    )
+            user = value
+        elif key == "remoteforward":
+            forwards.append(value.partition(" ")[0])
+    if user is None:
+        said = out.stderr.strip().splitlines() or ["no answer"]
+        raise AppError(f"cannot tell which user ssh logs in as: {said[-1]}")
+    return user, forwards
+
+
+def _quoted(path: str) -> str:
+    return f'"{path}"' if " " in path else path
+
+
+def _no_windows() -> None:
+    if sys.platform == "win32":
+        raise AppError(
+            "forwarding kubetray over SSH from a Windows desktop is not supported: its agent "
+            "listens on a named pipe, which OpenSSH cannot forward",
+            "run kubetray on the remote host itself, or forward from a Linux or macOS desktop",
+        )
 
 
 def _destination(ssh_args: list[str]) -> str:
@@ -54,28 +77,31 @@ def _destination(ssh_args: list[str]) -> str:
     return host
 
 
-def forward_options(remote_socket: str) -> list[str]:
-    """ssh options that forward the agent for one session and name it on the remote host."""
-    return [
-        "-o",
-        "ExitOnForwardFailure=yes",
-        "-o",
-        "StreamLocalBindUnlink=yes",
-        "-o",
-        f"SetEnv={paths.FORWARD_ENV}={remote_socket}",
-        "-R",
-        f"{remote_socket}:{local_socket()}",
-    ]
+def forward_options(remote_socket: str, configured: bool = False) -> list[str]:
+    """ssh options that forward the agent for one session and name it on the remote host
+    (``configured``: ssh_config forwards it already; a second forward of it would fail)."""
+    options = ["-o", f"SetEnv={paths.FORWARD_ENV}={remote_socket}"]
+    if not configured:
+        options += [
+            "-o",
+            "ExitOnForwardFailure=yes",
+            "-o",
+            "StreamLocalBindUnlink=yes",
+            "-R",
+            f"{remote_socket}:{local_socket()}",
+        ]
+    return options
 
 
 def cmd_ssh_config(args: argparse.Namespace) -> int:
     """Print the ~/.ssh/config block that forwards the agent to HOST."""
-    user = args.user or _ssh_user([args.host])
+    _no_windows()
+    user = args.user or _ssh_settings([args.host])[0]
     remote = REMOTE_SOCKET.format(user=user)
     profile = REMOTE_SOCKET.format(user="$USER")
     print(f"# kubetray: kubectl on {args.host} gets its credentials from this desktop's kubetray")
     print(f"Host {args.host}")
-    print(f"    RemoteForward {remote} {local_socket()}")
+    print(f"    RemoteForward {remote} {_quoted(local_socket())}")
     print("    StreamLocalBindUnlink yes")
     print(f"    SetEnv {paths.FORWARD_ENV}={remote}")
     env = paths.FORWARD_ENV
@@ -96,7 +122,9 @@ def cmd_ssh(args: argparse.Namespace) -> int:
     if args.install_helper:
         print(install_helper(ssh_args, host))
         return 0
-    remote = REMOTE_SOCKET.format(user=_ssh_user(ssh_args))
+    _no_windows()
+    user, forwards = _ssh_settings(ssh_args)
+    remote = REMOTE_SOCKET.format(user=user)
     if not _agent_runs():
         print(
             "kubetray: no kubetray runs on this desktop, so nothing will answer the forward: "
@@ -104,7 +132,7 @@ def cmd_ssh(args: argparse.Namespace) -> int:
             f"{host}",
             file=sys.stderr,
         )
-    cmd = ["ssh", *forward_options(remote), *ssh_args]
+    cmd = ["ssh", *forward_options(remote, configured=remote in forwards), *ssh_args]
     try:
         return subprocess.call(cmd)
     except FileNotFoundError:

@@ -533,6 +533,13 @@ def test_the_printed_ssh_config_forwards_the_agent(
     assert done.stdout.split() == [f"namespace/{n}" for n in NAMESPACES]
     assert any(c["caller"]["remote"] == HOST for c in kt.calls() if c["identity"] == stored)
 
+    # `kubetray ssh` with that configuration does not forward the socket a second time.
+    again = kt.kubetray("ssh", "--", "-F", str(ssh_config), HOST, command)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.split() == [f"namespace/{n}" for n in NAMESPACES]
+    run = ssh_runs(kt)[-1]
+    assert "-R" not in run and f"SetEnv=KUBETRAY_AGENT_SOCK={remote.forwarded_socket}" in run
+
 
 # -- an OIDC login for a remote caller --------------------------------------------------------
 
