@@ -6,7 +6,8 @@ the tray shows Qt's message instead: on Windows 10 and 11 that is the system's o
 (Shell_NotifyIcon, kept in the Action Center), on macOS Qt posts it to Notification Center;
 only a bare X session gets a drawn balloon. Actions (*Log in*) exist on Linux only; a click on
 the message elsewhere starts the login it names. D-Bus goes through jeepney (pure Python,
-already there for the Secret Service); the action signals are read on a thread and handed to Qt as a signal.
+already there for the Secret Service); the action signals are read on a thread and handed to
+Qt as a signal.
 """
 
 import logging
