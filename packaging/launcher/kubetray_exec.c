@@ -108,6 +108,26 @@ static int own_dir(kchar *out) {
     return slash > out;
 }
 
+#ifdef KT_STATIC
+/* Linked with the static libpython (as /usr/bin/python3 is on Debian): no library to load or
+ * relocate at start-up; extension modules find the Py* symbols in this program. */
+static int load(const kchar *path) {
+    (void)path;
+    py.InitPythonConfig = PyConfig_InitPythonConfig;
+    py.SetString = PyConfig_SetString;
+    py.SetBytesString = PyConfig_SetBytesString;
+    py.SetBytesArgv = PyConfig_SetBytesArgv;
+    py.SetArgv = PyConfig_SetArgv;
+    py.ListAppend = PyWideStringList_Append;
+    py.InitializeFromConfig = Py_InitializeFromConfig;
+    py.StatusException = PyStatus_Exception;
+    py.ExitStatusException = Py_ExitStatusException;
+    py.RunMain = Py_RunMain;
+    py.ConfigClear = PyConfig_Clear;
+    py.RawFree = PyMem_RawFree;
+    return 1;
+}
+#else
 static int load(const kchar *path) {
 #ifdef _WIN32
     HMODULE lib = LoadLibraryExW(path, NULL, LOAD_WITH_ALTERED_SEARCH_PATH);
@@ -135,6 +155,7 @@ static int load(const kchar *path) {
         if (!all[i]) return 0;
     return 1;
 }
+#endif
 
 /* A path under the bundle, as the wide string PyConfig wants. */
 static PyStatus set_path(PyConfig *config, wchar_t **field, const kchar *path) {
@@ -174,7 +195,7 @@ int main(int argc, char **argv) {
     if (kt_len(dir) + 200 >= KT_MAX) return fail("install path too long:", dir);
     kt_cpy(internal, dir);
     kt_cat(internal, KT(KT_SEP KT_INTERNAL));
-#ifndef _WIN32
+#if !defined(_WIN32) && !defined(KT_STATIC)
     /* A library already loaded is not searched for again: libpython uses the bundle's copy. */
     static const char *preload[] = {KT_PRELOAD NULL};
     for (const char **name = preload; *name; name++) {

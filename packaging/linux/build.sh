@@ -44,7 +44,7 @@ Maintainer: kubetray developers <dev@kubetray.invalid>
 Installed-Size: $installed
 Section: admin
 Priority: optional
-Depends: libc6 (>= $glibc), libstdc++6, libglib2.0-0, libdbus-1-3, libfontconfig1, libfreetype6, libx11-6, libx11-xcb1, libxcb1, libxcb-cursor0, libxcb-icccm4, libxcb-image0, libxcb-keysyms1, libxcb-randr0, libxcb-render-util0, libxcb-shape0, libxcb-xfixes0, libxcb-xkb1, libxkbcommon0, libxkbcommon-x11-0, libegl1, libgl1, libwayland-client0, libwayland-cursor0, libwayland-egl1
+Depends: libc6 (>= $glibc), libstdc++6, zlib1g, libexpat1, libglib2.0-0, libdbus-1-3, libfontconfig1, libfreetype6, libx11-6, libx11-xcb1, libxcb1, libxcb-cursor0, libxcb-icccm4, libxcb-image0, libxcb-keysyms1, libxcb-randr0, libxcb-render-util0, libxcb-shape0, libxcb-xfixes0, libxcb-xkb1, libxkbcommon0, libxkbcommon-x11-0, libegl1, libgl1, libwayland-client0, libwayland-cursor0, libwayland-egl1
 Recommends: gnome-keyring | kwalletmanager | keepassxc
 Homepage: https://github.com/kubetray/kubetray
 Description: log in to Kubernetes clusters from your desktop
