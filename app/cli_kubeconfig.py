@@ -1,4 +1,9 @@
-"""The kubeconfig commands: setup, import, secure, unsecure, backups (printing lives here)."""
+"""The kubeconfig commands: setup, import, secure, unsecure, backups (printing lives here).
+
+The kubeconfig machinery is imported by the command that runs, not with the parser: every
+`kubetray` start builds the parser, and `kubetray agent` (started by kubetray-exec when kubectl
+waits) needs none of it.
+"""
 
 import argparse
 import base64
@@ -6,16 +11,16 @@ import copy
 import os
 import sys
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
-from app import compose, installation
 from app.cli_help import add_command
 from app.errors import UsageError
-from app.kubeconfig import edit as edits
-from app.kubeconfig import files, secure, setup
-from app.kubeconfig.backups import IN_STORE
-from app.kubeconfig.edit import Edit
-from app.kubeconfig.view import View
-from app.usecases import import_kubelogin, secrets, setup_cluster
+
+if TYPE_CHECKING:
+    from app.kubeconfig import edit as edits
+    from app.kubeconfig import secure
+    from app.kubeconfig.edit import Edit
+    from app.kubeconfig.view import View
 
 
 def _warn(line: str) -> None:
@@ -33,8 +38,10 @@ def _confirm(args: argparse.Namespace, what: str) -> None:
         raise UsageError("not applied")
 
 
-def _review(view: View, edit: Edit, args: argparse.Namespace, what: str) -> bool:
+def _review(view: "View", edit: "Edit", args: argparse.Namespace, what: str) -> bool:
     """Show the diff (secrets redacted); True when it should be written (asked on a terminal)."""
+    from app.kubeconfig import edit as edits
+
     diff = edits.diff(edit, view)
     if not diff:
         print("the kubeconfig already says this: nothing to change")
@@ -47,7 +54,9 @@ def _review(view: View, edit: Edit, args: argparse.Namespace, what: str) -> bool
     return True
 
 
-def _report(written: list[edits.Written]) -> None:
+def _report(written: "list[edits.Written]") -> None:
+    from app.kubeconfig.backups import IN_STORE
+
     for w in written:
         if w.backup is None:
             print(f"wrote {w.path} (new file)")
@@ -57,7 +66,10 @@ def _report(written: list[edits.Written]) -> None:
             print(f"wrote {w.path} (backup: {w.backup.ref})")
 
 
-def _write(edit: Edit, operation: str) -> None:
+def _write(edit: "Edit", operation: str) -> None:
+    from app import compose
+    from app.kubeconfig import edit as edits
+
     _report(edits.apply(edit, compose.kubeconfig_backups(), operation))
 
 
@@ -74,6 +86,10 @@ def _b64_file(path: str) -> str:
 
 
 def cmd_setup(args: argparse.Namespace) -> int:
+    from app import installation
+    from app.kubeconfig import setup
+    from app.usecases import setup_cluster
+
     if args.server is None and args.certificate_authority:
         raise UsageError("--certificate-authority goes with --server")
     ca_data = _b64_file(args.certificate_authority) if args.certificate_authority else None
@@ -102,6 +118,8 @@ def cmd_setup(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
+    from app.usecases import import_kubelogin
+
     if args.undo:
         undo = import_kubelogin.plan_undo()
         for c in undo.changed_since:
@@ -122,6 +140,8 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_secure(args: argparse.Namespace) -> int:
+    from app.usecases import secrets
+
     if not args.users and not args.all:
         raise UsageError("name the users to secure", "or give --all for every static secret")
     now = datetime.now(UTC)
@@ -145,13 +165,15 @@ def cmd_secure(args: argparse.Namespace) -> int:
     return 0
 
 
-def _report_leftovers(left: list[secure.Leftover]) -> None:
+def _report_leftovers(left: "list[secure.Leftover]") -> None:
     """Say which secrets stay in the kubeconfig and what to do (never their values)."""
     for item in left:
         _warn(f"{item.user} in {item.file} still holds {item.what}: {item.todo}")
 
 
 def cmd_unsecure(args: argparse.Namespace) -> int:
+    from app.usecases import secrets
+
     p = secrets.plan_unsecure(None if args.all else args.users)
     for c in p.changed_since:
         _warn(f"left {c.user} in {c.file} as it is: it changed since kubetray secured it")
@@ -161,6 +183,12 @@ def cmd_unsecure(args: argparse.Namespace) -> int:
 
 
 def cmd_backups(args: argparse.Namespace) -> int:
+    from app import compose
+    from app.kubeconfig import files
+    from app.kubeconfig.backups import IN_STORE
+    from app.kubeconfig.edit import Edit
+    from app.kubeconfig.view import View
+
     backups = compose.kubeconfig_backups()
     rows = backups.entries(os.path.realpath(args.file) if args.file else None)
     if args.restore:

@@ -48,6 +48,8 @@ class KeyringSecretStore:
         self._sealed_dir = sealed_dir
         self._timeout = timeout
         self._lock = threading.Lock()
+        self._chosen: Any = None
+        """The direct Secret Service backend, or False once keyring must choose."""
 
     # -- the keyring, behind a timeout and one error translation ----------------------------
 
@@ -73,6 +75,12 @@ class KeyringSecretStore:
         return box["value"]  # type: ignore[no-any-return]
 
     def _backend(self) -> Any:
+        if self._chosen is None:
+            from app.store import secret_service
+
+            self._chosen = secret_service.available() or False
+        if self._chosen:
+            return self._chosen  # the Secret Service, as keyring would pick it, without keyring
         import keyring
 
         backend = keyring.get_keyring()
@@ -93,11 +101,14 @@ class KeyringSecretStore:
         self._call(lambda: self._backend().set_password(SERVICE, key, value))
 
     def _delete_item(self, key: str) -> bool:
-        import keyring.errors
-
         def delete() -> bool:
+            backend = self._backend()
+            if hasattr(backend, "delete"):
+                return bool(backend.delete(SERVICE, key))
+            import keyring.errors
+
             try:
-                self._backend().delete_password(SERVICE, key)
+                backend.delete_password(SERVICE, key)
             except keyring.errors.PasswordDeleteError:
                 return False
             return True
@@ -182,6 +193,12 @@ def _translate(error: BaseException) -> BaseException:
     """Native keyring errors → StoreError with a remedy; everything else unchanged."""
     if isinstance(error, StoreError):
         return error
+    from app.store.secret_service import Locked
+
+    if isinstance(error, Locked):
+        return StoreUnavailable("the OS keyring is locked", "unlock it and try again")
+    if type(error).__module__.split(".")[0] in ("secretstorage", "jeepney"):
+        return StoreUnavailable(f"the Secret Service failed: {error}", _REMEDY)
     try:
         import keyring.errors as ke
     except ImportError:  # pragma: no cover - keyring is a dependency
@@ -194,9 +211,4 @@ def _translate(error: BaseException) -> BaseException:
         return StoreUnavailable(f"the OS keyring could not be opened: {error}", _REMEDY)
     if isinstance(error, ke.KeyringError):
         return StoreError(f"the OS keyring failed: {error}")
-    if isinstance(error, Exception) and type(error).__module__.split(".")[0] in (
-        "secretstorage",
-        "jeepney",
-    ):
-        return StoreUnavailable(f"the Secret Service failed: {error}", _REMEDY)
     return error

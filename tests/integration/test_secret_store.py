@@ -32,6 +32,7 @@ def store(
         from app.store import choice
 
         monkeypatch.setattr(keyring.core, "_keyring_backend", keyring.backends.fail.Keyring())
+        monkeypatch.setenv("DBUS_SESSION_BUS_ADDRESS", f"unix:path={tmp_path}/no-bus")
         chosen = choice.choose("auto", KeyringSecretStore(sealed_dir=str(tmp_path / "secrets")))
         assert chosen.kind == "memory" and chosen.notice == choice.MEMORY_NOTICE
         yield chosen.store
@@ -188,3 +189,23 @@ def test_store_rejects_bad_input_and_keeps_the_old_value(
     )
     assert "from-stdin-token" in kt.run_helper("--stored", name).stdout  # the agent was told
     kt.kubetray("forget", name)
+
+
+def test_the_direct_secret_service_shares_its_items_with_keyring(
+    keyring_session: None, name: str, tmp_path: Path
+) -> None:
+    """Without keyring's ~90 ms import, the same items: what kubetray wrote through keyring's
+    SecretService backend before is read now, and keyring reads what kubetray writes."""
+    import keyring.backends.SecretService as through_keyring
+
+    from app.store.secret_service import SecretService
+
+    old, new = through_keyring.Keyring(), SecretService()
+    old.set_password("kubetray-test", name, "written through keyring")
+    assert new.get_password("kubetray-test", name) == "written through keyring"
+    new.set_password("kubetray-test", name, "written directly")
+    assert old.get_password("kubetray-test", name) == "written directly"
+    assert new.delete("kubetray-test", name) and not new.delete("kubetray-test", name)
+    assert old.get_password("kubetray-test", name) is None
+    store = KeyringSecretStore(sealed_dir=str(tmp_path / "secrets"))
+    assert isinstance(store._backend(), SecretService)  # chosen where keyring is not configured
