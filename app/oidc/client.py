@@ -5,7 +5,6 @@ Every grant goes through authlib's OAuth2Client (PKCE S256, state, nonce) over a
 exp, nonce).
 """
 
-import email.utils
 import ssl
 import threading
 import time
@@ -26,7 +25,6 @@ from app.identity import normalize_issuer
 from app.oidc import explain
 from app.oidc.errors import LoginError, RefreshFailed
 from app.oidc.http import TIMEOUT, Session, TransportError, insecure_context, ssl_context
-from app.oidc.loopback import LoopbackListener
 from app.oidc.settings import Metadata, OIDCSettings
 from app.oidc.tokens import Revocation, TokenSet
 
@@ -158,6 +156,8 @@ class OIDCClient:
 
     def server_time(self) -> datetime | None:
         """The provider's clock, from its Date header (None when it sends none)."""
+        import email.utils  # doctor's question only
+
         _, date = self._get(self.settings.issuer + "/.well-known/openid-configuration")
         try:
             return email.utils.parsedate_to_datetime(date) if date else None
@@ -325,6 +325,8 @@ class OIDCClient:
                 if s.local_server_cert and s.local_server_key
                 else None
             )
+            from app.oidc.loopback import LoopbackListener  # http.server: browser logins only
+
             listener = LoopbackListener(
                 state, s.listen_addresses, s.redirect_hostname, s.success_url, s.redirect_url, tls
             )
