@@ -213,8 +213,13 @@ def cmd_forget(args: argparse.Namespace) -> int:
     """A stored credential leaves the keyring; an OIDC identity is logged out and removed."""
     from app import compose
     from app.broker import client
+    from app.store.keyring_store import NoKeyring
 
-    if compose.stored_credentials().remove(args.name):
+    try:
+        removed = compose.stored_credentials().remove(args.name)
+    except NoKeyring:  # stored credentials need a keyring: without one there are none
+        removed = False
+    if removed:
         client.invalidate(args.name)
         print(f"forgot {args.name}")
         return 0
@@ -553,10 +558,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _ssh_args(argv: list[str]) -> argparse.Namespace | None:
+    """`kubetray ssh [--install-helper] [SSH-OPTIONS] HOST [COMMAND]`: everything after it is
+    ssh's, options before the host included (argparse would take `-p 2222` for its own)."""
+    if argv[:1] != ["ssh"] or argv[1:2] in (["-h"], ["--help"]) or len(argv) < 2:
+        return None
+    rest = argv[1:]
+    install = rest[:1] == ["--install-helper"]
+    return argparse.Namespace(
+        command="ssh",
+        verbose=False,
+        install_helper=install,
+        ssh_args=rest[1:] if install else rest,
+        func=cli_remote.cmd_ssh,
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; errors become `error:`/`hint:` lines and the error's exit code."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    given = list(sys.argv[1:] if argv is None else argv)
+    args = _ssh_args(given) or parser.parse_args(given)
     func: Callable[[argparse.Namespace], int] = getattr(args, "func", cmd_app)
     try:
         return func(args)

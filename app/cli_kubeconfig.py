@@ -113,7 +113,8 @@ def cmd_setup(args: argparse.Namespace) -> int:
     planned = setup_cluster.plan(request, _paths(args))
     if _review(planned.view, planned.edit, args, f"write context {planned.context}"):
         _report(setup_cluster.apply(planned).written)
-        print(f"try: kubectl --context {planned.context} get namespaces")
+        where = f"--kubeconfig {args.kubeconfig} " if args.kubeconfig else ""
+        print(f"try: kubectl {where}--context {planned.context} get namespaces")
     return 0
 
 

@@ -17,7 +17,7 @@ from app.cli_help import add_command
 from app.errors import AgentNotRunning, AppError, UsageError
 from exec_helper import paths
 
-REMOTE_SOCKET = "/tmp/kubetray-{user}.sock"
+REMOTE_SOCKET = paths.FORWARD_PATH
 """Where the forward lands on the remote host: one per remote user (sshd makes it 600, theirs)."""
 
 
@@ -96,19 +96,22 @@ def forward_options(remote_socket: str, configured: bool = False) -> list[str]:
 def cmd_ssh_config(args: argparse.Namespace) -> int:
     """Print the ~/.ssh/config block that forwards the agent to HOST."""
     _no_windows()
-    user = args.user or _ssh_settings([args.host])[0]
+    given_user, _, host = args.host.rpartition("@")  # `Host` matches names, never user@name
+    user = args.user or given_user or _ssh_settings([args.host])[0]
     remote = REMOTE_SOCKET.format(user=user)
     profile = REMOTE_SOCKET.format(user="$USER")
-    print(f"# kubetray: kubectl on {args.host} gets its credentials from this desktop's kubetray")
-    print(f"Host {args.host}")
+    print(f"# kubetray: kubectl on {host} gets its credentials from this desktop's kubetray")
+    print(f"Host {host}")
+    if given_user:
+        print(f"    User {given_user}")
     print(f"    RemoteForward {remote} {_quoted(local_socket())}")
     print("    StreamLocalBindUnlink yes")
     print(f"    SetEnv {paths.FORWARD_ENV}={remote}")
     env = paths.FORWARD_ENV
-    print(f"# SetEnv arrives only where {args.host}'s sshd_config has: AcceptEnv {env}")
-    print(f"# Otherwise add this line to ~/.profile (or ~/.bashrc) on {args.host}:")
+    print(f"# SetEnv arrives only where {host}'s sshd_config has: AcceptEnv {env}")
+    print(f"# Otherwise add this line to ~/.profile (or ~/.bashrc) on {host}:")
     print(f'#   [ -S "{profile}" ] && export {paths.FORWARD_ENV}="{profile}"')
-    print(f"# And in {args.host}'s sshd_config, StreamLocalBindUnlink yes lets a new session")
+    print(f"# And in {host}'s sshd_config, StreamLocalBindUnlink yes lets a new session")
     print("# replace the socket an ended one left behind.")
     return 0
 
@@ -205,7 +208,10 @@ def install_helper(ssh_args: list[str], host: str) -> str:
         said = done.stderr.decode("utf-8", "replace").strip().splitlines()
         raise AppError(
             f"could not install kubetray-exec on {host}: {said[-1] if said else 'no answer'}",
-            "it needs python3 (3.11 or newer) there",
+            # 255: ssh itself failed (name, network, keys); else the installer did
+            "check that plain ssh reaches it"
+            if done.returncode == 255
+            else "it needs python3 (3.11 or newer) there",
         )
     return (
         f"installed {out[-1]} on {host}; name it as the command of the kubeconfig user there "

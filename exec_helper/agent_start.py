@@ -43,10 +43,32 @@ def agent_command() -> list[str]:
     found = shutil.which("kubetray")
     if found:
         return [found, "agent"]
+    forwarded = _forwarded_here()
+    if forwarded:
+        raise HelperError(
+            f"no kubetray agent runs on this host, but one is forwarded here over SSH at "
+            f"{forwarded}: set {paths.FORWARD_ENV}={forwarded} (the ~/.profile line that "
+            f"kubetray ssh-config prints, or AcceptEnv {paths.FORWARD_ENV} in this host's "
+            "sshd_config)"
+        )
     raise HelperError(
         "no kubetray agent is running and the kubetray program was not found beside "
         f"kubetray-exec ({here}) or on PATH: install kubetray, or start it with: kubetray agent"
     )
+
+
+def _forwarded_here() -> str | None:
+    """The socket `kubetray ssh` forwards to this user, when it is there (SetEnv did not
+    arrive: the host's sshd does not accept the variable)."""
+    if sys.platform == "win32":
+        return None
+    import pwd
+
+    try:
+        path = paths.FORWARD_PATH.format(user=pwd.getpwuid(os.getuid()).pw_name)
+    except KeyError:
+        return None
+    return path if os.path.exists(path) else None
 
 
 def _validate(exec_info: str, args: list[str]) -> None:

@@ -9,6 +9,8 @@ import sys
 SOCKET_NAME = "agent.sock"
 FORWARD_ENV = "KUBETRAY_AGENT_SOCK"
 """Names a socket forwarded from a desktop's agent (``ssh -R``), like ``SSH_AUTH_SOCK``."""
+FORWARD_PATH = "/tmp/kubetray-{user}.sock"
+"""Where ``kubetray ssh`` forwards the agent on the remote host: one per remote user."""
 LOCK_NAME = "agent.lock"
 APP = "kubetray"
 

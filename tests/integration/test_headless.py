@@ -330,3 +330,12 @@ def test_over_ssh_without_a_device_endpoint_the_code_is_pasted(kt: KubetrayEnv) 
         assert child.exitstatus == 0, child.before
     finally:
         provider.stop()
+
+
+def test_forget_works_without_a_keyring(headless: KubetrayEnv) -> None:
+    """With no keyring there are no stored credentials: forget goes on to the login identities
+    instead of failing on the keyring (it used to, so a leftover identity could not be removed)."""
+    done = headless.kubetray("forget", "nobody")
+    assert done.returncode != 0
+    assert "no stored credential or OIDC identity named 'nobody'" in done.stderr, done.stderr
+    assert "keyring" not in done.stderr

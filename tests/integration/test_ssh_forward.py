@@ -142,12 +142,11 @@ def kubectl_133() -> str:
 def kubetray_ssh(
     kt: KubetrayEnv, sshd: SSHServer, account: Account, *command: str, install: bool = False
 ) -> "subprocess.CompletedProcess[str]":
-    """`kubetray ssh [--install-helper] -- SSH-OPTIONS USER@127.0.0.1 [COMMAND]` on the desktop."""
+    """`kubetray ssh [--install-helper] SSH-OPTIONS USER@127.0.0.1 [COMMAND]` on the desktop,
+    ssh's options before the host as a person types them."""
     flags = ["--install-helper"] if install else []
     remote_command = [shlex.join(command)] if command else []
-    return kt.kubetray(
-        "ssh", *flags, "--", *sshd.ssh_options(), account.destination, *remote_command
-    )
+    return kt.kubetray("ssh", *flags, *sshd.ssh_options(), account.destination, *remote_command)
 
 
 def install_helper(kt: KubetrayEnv, sshd: SSHServer, account: Account) -> str:

@@ -1,6 +1,7 @@
 """SSH forwarding's decisions, without OpenSSH: which host a forwarded request comes from, what
 the person decided about it, and what a remote request may not name on the desktop."""
 
+import os
 import threading
 import time
 from pathlib import Path
@@ -132,3 +133,50 @@ def test_a_remote_host_cannot_name_desktop_programs_or_files() -> None:
             _refuse_desktop_paths(opts, "bastion")
     ok = options.resolve(["--oidc-issuer-url=https://idp", "--oidc-client-id=k"])
     _refuse_desktop_paths(ok, "bastion")
+
+
+def test_kubetray_ssh_hands_ssh_its_own_options_before_the_host() -> None:
+    """`kubetray ssh -p 2222 me@devvm kubectl get ns`, as its --help shows: -p is ssh's."""
+    from app import cli
+
+    args = cli._ssh_args(["ssh", "-p", "2222", "-i", "key", "me@devvm", "kubectl", "get", "ns"])
+    assert args is not None and not args.install_helper
+    assert args.ssh_args == ["-p", "2222", "-i", "key", "me@devvm", "kubectl", "get", "ns"]
+    args = cli._ssh_args(["ssh", "--install-helper", "-F", "cfg", "devvm"])
+    assert args is not None and args.install_helper and args.ssh_args == ["-F", "cfg", "devvm"]
+    assert cli._ssh_args(["ssh", "--help"]) is None  # argparse prints the help
+
+
+def test_ssh_config_for_user_at_host_matches_the_host(capsys: pytest.CaptureFixture[str]) -> None:
+    """`Host me@devvm` would never match: the block is for devvm, with User me."""
+    import argparse
+
+    from app.cli_remote import cmd_ssh_config
+
+    cmd_ssh_config(argparse.Namespace(host="me@devvm", user=None))
+    lines = [line.strip() for line in capsys.readouterr().out.splitlines()]
+    assert "Host devvm" in lines and "User me" in lines
+    assert any(line.startswith("RemoteForward /tmp/kubetray-me.sock ") for line in lines)
+
+
+def test_a_forwarded_socket_without_the_variable_is_named_in_the_helper_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a host whose sshd drops SetEnv, kubetray-exec says to set KUBETRAY_AGENT_SOCK,
+    not to install kubetray."""
+    from exec_helper import agent_start, paths
+    from exec_helper.errors import HelperError
+
+    monkeypatch.setattr(paths, "FORWARD_PATH", str(tmp_path / "kubetray-{user}.sock"))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("KUBETRAY_AGENT_COMMAND", raising=False)
+    monkeypatch.setattr(agent_start.sys, "argv", [str(tmp_path / "kubetray-exec")])
+    with pytest.raises(HelperError, match="kubetray program was not found"):
+        agent_start.agent_command()
+    import pwd
+
+    forwarded = tmp_path / f"kubetray-{pwd.getpwuid(os.getuid()).pw_name}.sock"
+    forwarded.touch()
+    with pytest.raises(HelperError) as e:
+        agent_start.agent_command()
+    assert f"KUBETRAY_AGENT_SOCK={forwarded}" in str(e.value)
