@@ -51,6 +51,12 @@ def cmd_app(args: argparse.Namespace) -> int:
     store = _store_flag(args)
     why = _no_display()
     if why:
+        try:
+            running = client.call("status").get("exit") == 0
+        except AppError:
+            running = False
+        if running:
+            raise AppError(f"{why}; the headless kubetray agent runs here (kubetray status)")
         raise AppError(f'{why}: run the headless agent instead: "kubetray agent"')
     try:
         from app.ui.app import run

@@ -56,6 +56,14 @@ def test_no_display_is_one_line_pointing_to_the_agent(kt: KubetrayEnv) -> None:
     assert done.returncode == 1
     assert done.stderr.count("\n") == 1 and '"kubetray agent"' in done.stderr, done.stderr
     assert not running(kt)
+    # With the headless agent already running, it says so instead of asking to start one.
+    kt.store_token("x", "t")
+    assert kt.run_helper("--stored", "x").returncode == 0  # starts the agent
+    again = subprocess.run(
+        [sys.executable, "-m", "app"], env=env, cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert again.returncode == 1 and again.stderr.count("\n") == 1, again.stderr
+    assert "the headless kubetray agent runs here (kubetray status)" in again.stderr
 
 
 def test_a_second_demo_leaves_the_first_working(headless: KubetrayEnv) -> None:  # noqa: F811
