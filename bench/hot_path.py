@@ -13,6 +13,7 @@ Run with `make bench` (it provides the keyring session). kubetray-exec is the on
 """
 
 import argparse
+import atexit
 import base64
 import contextlib
 import json
@@ -113,6 +114,7 @@ def main() -> int:
         raise SystemExit("needs `make install` and the machine's versioned kubectl binaries")
 
     work = Path(tempfile.mkdtemp(prefix="kt-bench-"))
+
     home = work / "home"
     (home / ".kube").mkdir(parents=True)
     kt_env = {
@@ -121,6 +123,18 @@ def main() -> int:
         "KUBETRAY_STATE_DIR": str(work / "state"),
     }
     env = dict(os.environ, HOME=str(home), **kt_env)
+
+    def cleanup() -> None:  # also when a run fails half-way: no agent is left behind
+        pid_file = work / "run" / "agent.lock"
+        if pid_file.exists():
+            with contextlib.suppress(ValueError, ProcessLookupError):
+                os.kill(int(pid_file.read_text().strip()), 15)
+        subprocess.run(
+            [args.kubetray, "forget", "bench"], env=env, check=False, capture_output=True
+        )
+        shutil.rmtree(work, ignore_errors=True)
+
+    atexit.register(cleanup)
     (work / "token").write_text(TOKEN)
     cred_file = work / "cred.json"
     cred_file.write_text(
@@ -188,7 +202,9 @@ def main() -> int:
         alone: dict[str, list[float]] = {}
         helper_env = dict(env, KUBERNETES_EXEC_INFO=EXEC_INFO)
         # the interpreter the installed launcher runs (its shebang), not whatever is on PATH
-        interpreter = args.python or helper.read_text().splitlines()[0][2:].split()[0]
+        first = helper.read_bytes()[:256].split(b"\n")[0]
+        shebang = first[2:].split()[0].decode() if first.startswith(b"#!") else None
+        interpreter = args.python or shebang or "/usr/bin/python3"  # a packaged launcher
         processes = {
             f"{interpreter} -IS (bare)": [interpreter, "-IS", "-c", "pass"],
             "cat (the floor)": ["cat", str(cred_file)],
@@ -211,17 +227,6 @@ def main() -> int:
     print(f"process alone, median of {args.n}")
     for label, runs in alone.items():
         print(f"  {label[-40:]:40s} {statistics.median(runs):7.2f} ms")
-    pid_file = work / "run" / "agent.lock"
-    if pid_file.exists():
-        with contextlib.suppress(ValueError, ProcessLookupError):
-            os.kill(int(pid_file.read_text().strip()), 15)
-    subprocess.run(
-        [args.kubetray, "forget", "bench"],
-        env=env,
-        check=False,
-        capture_output=True,
-    )
-    shutil.rmtree(work, ignore_errors=True)
     return 0
 
 
