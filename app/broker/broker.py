@@ -61,10 +61,13 @@ class Broker:
 
     # -- which identity ---------------------------------------------------------------------
 
-    def identity(self, opts: HelperOptions, kubeconfig: str | None = None) -> IdentityState:
+    def identity(
+        self, opts: HelperOptions, kubeconfig: str | Callable[[], str | None] | None = None
+    ) -> IdentityState:
         """The identity a request names: a stored credential, or an OIDC login.
 
-        ``kubeconfig``: the caller's KUBECONFIG, where a new identity's name is looked up.
+        ``kubeconfig``: the caller's kubeconfig (KUBECONFIG, or a function finding it), where a
+        new identity's name is looked up; asked only for a new identity.
         """
         if opts.stored:
             return self.registry.stored(opts.stored)
@@ -79,8 +82,12 @@ class Broker:
             "in the cluster's client.authentication.k8s.io/exec extension",
         )
 
-    def _kubeconfig_name(self, settings: OIDCSettings, kubeconfig: str | None) -> str:
+    def _kubeconfig_name(
+        self, settings: OIDCSettings, kubeconfig: str | Callable[[], str | None] | None
+    ) -> str:
         """The kubeconfig user that runs this identity, else the context (per-cluster config)."""
+        if callable(kubeconfig):
+            kubeconfig = kubeconfig()
         uses = self._contexts(kubeconfig).get(settings.key) or []
         users = {u.user for u in uses}
         if len(users) == 1:

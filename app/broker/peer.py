@@ -78,6 +78,36 @@ def _remote_of(pid: int, name: str | None) -> str | None:
     return ssh_destination(argv) or "an SSH host"
 
 
+def kubeconfig_flag(pid: int | None) -> str | None:
+    """The file a running kubectl was given with ``--kubeconfig`` (Linux /proc), resolved
+    against its working directory: kubectl does not put it in the helper's environment."""
+    if pid is None or sys.platform != "linux":
+        return None
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = [a.decode("utf-8", "surrogateescape") for a in f.read().split(b"\0")]
+    except OSError:
+        return None
+    value = None
+    for i, arg in enumerate(argv):
+        if arg == "--":
+            break
+        if arg.startswith("--kubeconfig="):
+            value = arg.partition("=")[2]
+        elif arg == "--kubeconfig" and i + 1 < len(argv):
+            value = argv[i + 1]
+    if not value:
+        return None
+    if not value.startswith("/"):
+        import os
+
+        try:
+            value = os.path.join(os.readlink(f"/proc/{pid}/cwd"), value)
+        except OSError:
+            return None
+    return value
+
+
 def describe(pid: int | None, reported_parent: int | None = None) -> Caller:
     """The caller's name and its parents' names (Linux /proc; pid only elsewhere).
 

@@ -90,7 +90,7 @@ class GetCredential:
             if remote:
                 _refuse_desktop_paths(opts, remote)
             # Which identity (a new one is named after the caller's kubeconfig user).
-            st = self._broker.identity(opts, _kubeconfig(env))
+            st = self._broker.identity(opts, lambda: _kubeconfig_flag(req) or _kubeconfig(env))
             name = _clip(st.identity.name)
             conv = conversation(info.interactive and req.stdin_tty, req.stderr_tty)
             # From an SSH host: only with the person's consent (asked once per host).
@@ -220,6 +220,15 @@ def _resolve(
     if size > _CACHE_KEY_LIMIT:
         return _resolve_cached.__wrapped__(args, config_json, env)
     return _resolve_cached(args, config_json, env)
+
+
+def _kubeconfig_flag(req: CredentialRequest) -> str | None:
+    """``kubectl --kubeconfig FILE``: the file, read from the running kubectl (local only)."""
+    if req.caller.remote:
+        return None
+    from app.broker.peer import kubeconfig_flag
+
+    return kubeconfig_flag(req.caller.parent_pid)
 
 
 def _kubeconfig(env: tuple[str, ...]) -> str | None:

@@ -145,3 +145,29 @@ def test_the_callers_browser_is_used_not_the_agents(
     )
     assert done.returncode == 1  # nobody logs in: the point is which browser opened
     assert second.read_text().startswith(f"{idp.issuer}/auth?") and not first.exists()
+
+
+def test_kubectl_kubeconfig_flag_names_the_identity_too(
+    kt: KubetrayEnv, idp: IdP, tmp_path: Path
+) -> None:
+    """`kubectl --kubeconfig FILE` puts FILE in no environment variable: the agent reads it from
+    the running kubectl, so the identity is still named after the kubeconfig user."""
+    from tests.peers import kubectl_binaries, require
+
+    binaries = kubectl_binaries()
+    require("1.33" in binaries, "kubectl 1.33 is not installed")
+    config = tmp_path / "work" / "kubeconfig"
+    config.parent.mkdir()
+    write_kubeconfig(config, kt.helper, login_args(idp.issuer))
+    kt.env.pop("KUBECONFIG", None)
+    subprocess.run(  # a relative --kubeconfig, as typed in that directory
+        [binaries["1.33"], "--kubeconfig", "kubeconfig", "get", "ns", "--request-timeout=2s"],
+        env=kt.env,
+        cwd=config.parent,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert idp.counts().get("password") == 1  # the plugin ran (the server itself is not there)
+    assert [r["name"] for r in oidc_rows(kt)] == ["dev-alice"]
