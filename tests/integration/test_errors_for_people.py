@@ -66,7 +66,8 @@ def test_setup_untrusted_provider_ca_then_provider_ca(kt: KubetrayEnv, tmp_path:
         ca_file.write_bytes(ca.cert_pem)
         done = setup(kt, config, issuer, f"--provider-ca={ca_file}")
         assert done.returncode == 0, done.stderr
-        assert "try: kubectl --context c get namespaces" in done.stdout
+        # the file it wrote is named: plain kubectl would read another one
+        assert f"try: kubectl --kubeconfig {config} --context c get namespaces" in done.stdout
 
 
 def test_setup_http_error_carries_the_providers_description(
