@@ -155,9 +155,7 @@ def test_the_app_takes_over_from_the_agent_without_losing_the_login(
             wait_for(kt, app)
             status = json.loads(kt.kubetray("status", "--json").stdout)
             assert status["agent"]["pid"] == app.pid
-            assert [i["name"] for i in status["identities"] if i["kind"] == "oidc"] == [
-                "kubectl@" + idp.issuer.removeprefix("http://")
-            ]
+            assert [i["name"] for i in status["identities"] if i["kind"] == "oidc"] == ["u"]
             again = subprocess.run(
                 [kubectl_133(), "--kubeconfig", str(config), "get", "ns", "-o", "name"],
                 env=kt.env,
