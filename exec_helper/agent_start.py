@@ -90,6 +90,21 @@ def start_agent_for_cli() -> None:
     _spawn()
 
 
+def _drop_if_late(proc: "subprocess.Popen[bytes]") -> None:
+    """Another agent answered first: ours, still starting, would otherwise take the lock once
+    that one stops and live on with nobody to serve. (Its pid is in the lock file once it
+    listens, so an agent that answered is never ours when the pids differ.)"""
+    if sys.platform == "win32" or proc.poll() is not None:
+        return
+    try:
+        with open(os.path.join(paths.runtime_dir(), paths.LOCK_NAME), encoding="utf-8") as f:
+            holder = int(f.read().strip() or 0)
+    except (OSError, ValueError):
+        return
+    if holder != proc.pid:
+        proc.terminate()
+
+
 def _said(log_path: str, offset: int) -> str:
     """What an agent that exited wrote to its log: its error and hint lines, else its last."""
     try:
@@ -145,6 +160,7 @@ def _spawn() -> None:
             from exec_helper.transport import connect
 
             connect(1.0).close()
+            _drop_if_late(proc)
             return
         except AgentUnavailable:
             pass

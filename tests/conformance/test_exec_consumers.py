@@ -365,6 +365,28 @@ def test_ten_parallel_cold_starts_share_one_agent(
         assert len([c for c in kt.calls() if c["identity"] == name]) == 10
         assert "kubetray-exec: started the kubetray agent" in "".join(d.stderr for d in results)
         kt.kubetray("forget", name)
+        runtime = str(kt.runtime)
+    # The agents that lost the race are gone too: none starts late, once the winner stops.
+    deadline = time.monotonic() + 10
+    while agents_for(runtime) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert agents_for(runtime) == []
+
+
+def agents_for(runtime: str) -> list[int]:
+    """Processes whose environment names this kubetray runtime directory (agents, on Linux)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+        except OSError:
+            continue
+        if f"KUBETRAY_RUNTIME_DIR={runtime}".encode() in env:
+            found.append(int(entry))
+    return found
 
 
 def test_silent_agent_times_out(tmp_path: Path) -> None:  # 40
