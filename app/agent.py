@@ -44,8 +44,13 @@ def run(store: str | None = None) -> int:
     log.info("kubetray agent %s listening on %s", __version__, server.listener.address)
     if parts.store.notice:
         log.info("%s (%s)", parts.store.notice, parts.store.reason or "the store setting")
+    # Serve on a thread: the kernel may hand SIGTERM to any thread, and Python runs the handler
+    # only when the main thread comes back to it, which a blocking accept() never does.
+    serving = threading.Thread(target=server.serve_forever, name="ipc", daemon=True)
+    serving.start()
     try:
-        server.serve_forever()
+        while serving.is_alive():
+            serving.join(0.5)
     finally:
         server.listener.close()
         parts.logins.stop()

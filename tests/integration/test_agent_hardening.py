@@ -15,6 +15,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from exec_helper import protocol
 from tests.integration.test_ipc_security import hello, raw_exchange, start_agent, stop
 from tests.peers import ROOT, V1, KubetrayEnv, require
@@ -273,3 +275,29 @@ def test_a_squatted_socket_directory_is_refused_with_the_reason() -> None:
         assert "Errno" not in done.stderr and "Traceback" not in done.stderr
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_sigterm_stops_the_agent_whichever_thread_receives_it(kt: KubetrayEnv) -> None:
+    """The kernel may deliver a process's SIGTERM to any of its threads; the agent still stops
+    at once (its main thread used to sit in accept() and never ran the handler)."""
+    import ctypes
+    import platform
+
+    if platform.machine() != "x86_64":
+        pytest.skip("tgkill's syscall number is x86_64's here")
+    proc = start_agent(kt)
+    idle = socket.socket(socket.AF_UNIX)
+    try:
+        idle.connect(str(kt.runtime / "agent.sock"))  # a connection thread to aim at
+        time.sleep(0.3)
+        tids = [int(t) for t in os.listdir(f"/proc/{proc.pid}/task") if int(t) != proc.pid]
+        assert tids, "the agent has no thread but its main one"
+        libc = ctypes.CDLL(None, use_errno=True)
+        sys_tgkill = 234  # x86_64
+        assert libc.syscall(sys_tgkill, proc.pid, tids[-1], 15) == 0
+        proc.communicate(timeout=5)
+        assert proc.returncode == 0
+    finally:
+        idle.close()
+        if proc.poll() is None:
+            stop(proc)
