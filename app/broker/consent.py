@@ -154,7 +154,7 @@ class Consent:
                 del self._pending[host]
             if question.decision is Decision.SESSION:
                 self._session.add(host)
-        if question.decision is Decision.ALWAYS:
+        if first and question.decision is Decision.ALWAYS:  # kept once, not per waiter
             self.allow(host)
         if not answered:
             raise ConsentRefused(

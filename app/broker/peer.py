@@ -65,28 +65,29 @@ def ssh_destination(argv: list[str]) -> str | None:
     return None
 
 
+def _cmdline(pid: int) -> list[str] | None:
+    """A process's arguments (Linux /proc), None when it is gone or not ours to read."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    return [a.decode("utf-8", "surrogateescape") for a in raw.rstrip(b"\0").split(b"\0")]
+
+
 def _remote_of(pid: int, name: str | None) -> str | None:
     if name in SSH_SERVERS:
         return INCOMING
     if name not in SSH_CLIENTS:
         return None
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            argv = [a.decode("utf-8", "replace") for a in f.read().split(b"\0") if a]
-    except OSError:
-        argv = []
-    return ssh_destination(argv) or "an SSH host"
+    return ssh_destination(_cmdline(pid) or []) or "an SSH host"
 
 
 def kubeconfig_flag(pid: int | None) -> str | None:
     """The file a running kubectl was given with ``--kubeconfig`` (Linux /proc), resolved
     against its working directory: kubectl does not put it in the helper's environment."""
-    if pid is None or sys.platform != "linux":
-        return None
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            argv = [a.decode("utf-8", "surrogateescape") for a in f.read().split(b"\0")]
-    except OSError:
+    argv = _cmdline(pid) if pid is not None and sys.platform == "linux" else None
+    if argv is None:
         return None
     value = None
     for i, arg in enumerate(argv):
