@@ -214,6 +214,8 @@ class TrayApp(QObject):
         self.refresh()
 
     def show_device_code(self, name: str, code: str, uri: str) -> None:
+        if self._closed:
+            return
         old = self.device_windows.pop(name, None)
         if old is not None:
             dispose(old)
@@ -222,10 +224,12 @@ class TrayApp(QObject):
         bring_to_front(window)
 
     def _prompt(self, name: str, text: str, secret: bool, answer: Any) -> None:
-        answer.value = ask(None, name, text, secret)
+        answer.value = None if self._closed else ask(None, name, text, secret)
         answer.ready.set()
 
     def _consent(self, question: Any) -> None:
+        if self._closed:
+            return
         old = self.consent_dialogs.pop(question.host, None)
         if old is not None:
             dispose(old)
@@ -235,6 +239,8 @@ class TrayApp(QObject):
         self.show_notification("remote", question.host, "kubetray: an SSH host asks", question.text)
 
     def show_notification(self, kind: str, name: str, title: str, text: str) -> None:
+        if self._closed:  # queued by a login thread before Quit; the tray is gone
+            return
         self.notifications.append((kind, title, text))
         if kind == "login":
             self._clicked_login = name

@@ -290,6 +290,25 @@ def test_a_failed_browser_is_notified_and_the_entry_offers_the_link(
         qtbot.wait(50)
 
 
+def test_what_a_login_thread_sends_after_quit_is_dropped(qtbot, parts) -> None:  # type: ignore[no-untyped-def]
+    """A notification or device code queued by a login thread just before Quit reaches a closed
+    view: it is dropped, not shown on a destroyed tray icon (an exception in Qt's event loop)."""
+    broker, logins, _ = parts
+    controller = TrayController(broker, logins, Settings(), utcnow)
+    app = TrayApp(controller, tray=True)
+
+    def login_thread() -> None:  # signals from another thread are queued for the GUI thread
+        controller.notify.emit("failure", "dex", "Login failed for dex", "cancelled")
+        controller.device_code.emit("dex", "ABCD-EFGH", "https://idp.example/device")
+
+    sender = threading.Thread(target=login_thread)
+    sender.start()
+    sender.join()
+    app.shutdown()
+    qtbot.wait(50)  # the queued calls are delivered now
+    assert app.notifications == [] and app.device_windows == {}
+
+
 OFFSCREEN_WARNINGS = {
     # QSystemTrayIcon::show() connects to a signal of the platform's native interface that only
     # the xcb plugin has; Qt asks whatever plugin runs, and offscreen has no such signal.
