@@ -1,8 +1,8 @@
 """OIDC against one provider: discovery, the grants, refresh, revocation, id_token checks.
 
 Every grant goes through authlib's OAuth2Client (PKCE S256, state, nonce) over app.oidc.http
-(urllib); id_tokens are verified with joserfc against the provider's JWKS (signature, iss, aud,
-exp, nonce).
+(urllib); id_tokens are verified against the provider's JWKS (app.oidc.jws: signature; here:
+iss, aud, exp, nonce).
 """
 
 import ssl
@@ -17,12 +17,9 @@ from urllib.parse import urlsplit
 from authlib.common.security import generate_token
 from authlib.oauth2 import OAuth2Error as OAuthError
 from authlib.oauth2.client import OAuth2Client
-from joserfc import jwt
-from joserfc.errors import JoseError
-from joserfc.jwk import KeySet
 
 from app.identity import normalize_issuer
-from app.oidc import explain
+from app.oidc import explain, jws
 from app.oidc.errors import LoginError, RefreshFailed
 from app.oidc.http import TIMEOUT, Session, TransportError, insecure_context, ssl_context
 from app.oidc.settings import Metadata, OIDCSettings
@@ -111,7 +108,7 @@ class OIDCClient:
         self._clock = clock
         self._lock = threading.Lock()
         self._metadata: Metadata | None = None
-        self._keys: KeySet | None = None
+        self._keys: list[jws.Key] | None = None
         self._http: Session | None = None
 
     # -- HTTP, discovery, keys --------------------------------------------------------------
@@ -223,11 +220,11 @@ class OIDCClient:
             return {}
         return {k: doc[k] for k in keys if k in doc}
 
-    def _key_set(self, refetch: bool = False) -> KeySet:
+    def _key_set(self, refetch: bool = False) -> list[jws.Key]:
         with self._lock:
             if self._keys is not None and not refetch:
                 return self._keys
-        keys = KeySet.import_key_set(self._get_json(self.metadata().jwks_uri))  # type: ignore[arg-type]
+        keys = jws.import_key_set(self._get_json(self.metadata().jwks_uri))
         with self._lock:
             self._keys = keys
         return keys
@@ -240,12 +237,11 @@ class OIDCClient:
         algorithms = [a for a in meta.id_token_signing_alg_values_supported if a != "none"]
         try:
             try:
-                token = jwt.decode(id_token, self._key_set(), algorithms=algorithms)
-            except JoseError:
-                token = jwt.decode(id_token, self._key_set(refetch=True), algorithms=algorithms)
-        except (JoseError, ValueError) as e:
+                claims = jws.verify(id_token, self._key_set(), algorithms)
+            except jws.JWSError:  # the provider may have rotated its keys: fetch them once more
+                claims = jws.verify(id_token, self._key_set(refetch=True), algorithms)
+        except jws.JWSError as e:
             raise LoginError(f"the id_token's signature does not verify: {e}") from None
-        claims = dict(token.claims)
         now = self._clock().timestamp()
         aud = claims.get("aud")
         audiences = aud if isinstance(aud, list) else [aud]

@@ -97,6 +97,20 @@ def test_a_valid_id_token_is_accepted(idp: IdP) -> None:
     )
 
 
+@pytest.mark.parametrize("alg", ["PS256", "ES256", "EdDSA", "Ed25519"])
+def test_id_tokens_signed_with_each_algorithm_the_provider_offers_verify(alg: str) -> None:
+    """oidc-provider's other id_token algorithms, keys from its own JWKS: one forged claim fails."""
+    with run_idp(password=True, signingAlg=alg) as provider:
+        token = password_tokens(provider)["id_token"]
+        assert json.loads(base64.urlsafe_b64decode(token.split(".")[0] + "=="))["alg"] == alg
+        assert client(provider).verify_id_token(token)["sub"] == "dave"
+        header, payload, signature = token.split(".")
+        claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+        forged = base64.urlsafe_b64encode(json.dumps({**claims, "sub": "admin"}).encode())
+        with pytest.raises(LoginError, match="signature does not verify"):
+            client(provider).verify_id_token(f"{header}.{forged.decode().rstrip('=')}.{signature}")
+
+
 def test_wrong_audience_is_refused(idp: IdP) -> None:
     other = password_tokens(idp, client_id="other-audience")["id_token"]
     with pytest.raises(LoginError, match="audience 'other-audience' does not include 'kubectl'"):

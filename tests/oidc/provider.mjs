@@ -1,7 +1,8 @@
 // The real OpenID Provider for kubetray's tests: npm oidc-provider on 127.0.0.1, port 0.
 // Prints one JSON line {"issuer": ...} when ready. Settings come as one JSON argument:
 //   {"ttl": {"AccessToken": 60, "IdToken": 60, ...}, "extraClients": [...], "password": true,
-//    "dateSkew": 300, "noIdTokenOnRefresh": true, "revocationNeedsClientAuth": true}
+//    "dateSkew": 300, "noIdTokenOnRefresh": true, "revocationNeedsClientAuth": true,
+//    "signingAlg": "ES256"}  (RS256 by default; PS256, ES256, EdDSA or Ed25519 for id_tokens)
 // Logins use oidc-provider's devInteractions pages: any login name, any password.
 import { generateKeyPairSync } from 'node:crypto';
 import http from 'node:http';
@@ -11,8 +12,11 @@ const settings = JSON.parse(process.argv[2] || '{}');
 const ttl = { AccessToken: 3600, IdToken: 3600, RefreshToken: 86400, DeviceCode: 600,
   Grant: 86400, Session: 86400, Interaction: 600, ...(settings.ttl || {}) };
 
-const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
-const jwk = { ...privateKey.export({ format: 'jwk' }), kid: 'kubetray-test', use: 'sig', alg: 'RS256' };
+const signingAlg = settings.signingAlg || 'RS256';
+const keyType = { ES256: ['ec', { namedCurve: 'P-256' }], EdDSA: ['ed25519', {}], Ed25519: ['ed25519', {}] };
+const [kind, options] = keyType[signingAlg] || ['rsa', { modulusLength: 2048 }];
+const { privateKey } = generateKeyPairSync(kind, options);
+const jwk = { ...privateKey.export({ format: 'jwk' }), kid: 'kubetray-test', use: 'sig', alg: signingAlg };
 
 const nativeClient = (id, extra = {}) => ({
   client_id: id,
@@ -24,6 +28,7 @@ const nativeClient = (id, extra = {}) => ({
   grant_types: ['authorization_code', 'refresh_token', 'urn:ietf:params:oauth:grant-type:device_code',
     ...(settings.password ? ['password'] : [])],
   response_types: ['code'],
+  id_token_signed_response_alg: signingAlg,
   ...extra,
 });
 
