@@ -17,6 +17,7 @@ import os
 import re
 import socket
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -245,7 +246,7 @@ def locked(path: str, wait: float = LOCK_WAIT) -> Iterator[None]:
     deadline = time.monotonic() + wait
     while True:
         try:
-            fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            _create_lock(lock, mark)
         except FileExistsError:
             if _remove_if_stale(lock):
                 continue
@@ -258,22 +259,50 @@ def locked(path: str, wait: float = LOCK_WAIT) -> Iterator[None]:
             continue
         except OSError as e:
             raise KubeconfigError(f"cannot lock {path}: {e.strerror} ({lock})") from None
-        try:
-            try:
-                os.write(fd, mark)
-            finally:
-                os.close(fd)
-        except OSError as e:
-            # A full disk: an empty lock left here would block kubectl until someone deletes it.
-            with contextlib.suppress(OSError):
-                os.unlink(lock)
-            raise KubeconfigError(f"cannot lock {path}: {e.strerror} ({lock})") from None
         break
     try:
         yield
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(lock)
+
+
+def _create_lock(lock: str, mark: bytes) -> None:
+    """Create ``lock`` holding ``mark``, or raise FileExistsError.
+
+    The lock appears with its contents in one step (a hard link to a written temporary file), so
+    a kubetray killed while locking never leaves an empty lock, which would pass for kubectl's
+    and block every writer. Where links are not supported it is created and then written.
+    """
+    directory, name = os.path.split(lock)
+    tmp = os.path.join(directory, f".{name}.kubetray-{os.getpid()}-{threading.get_ident()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NOFOLLOW, 0o600)
+    try:
+        try:
+            os.write(fd, mark)
+        finally:
+            os.close(fd)
+        try:
+            os.link(tmp, lock)
+            return
+        except FileExistsError:
+            raise
+        except OSError:
+            pass  # a file system without hard links (FAT, some network shares)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+    fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        try:
+            os.write(fd, mark)
+        finally:
+            os.close(fd)
+    except OSError:
+        # A full disk: an empty lock left here would block kubectl until someone deletes it.
+        with contextlib.suppress(OSError):
+            os.unlink(lock)
+        raise
 
 
 def _remove_if_stale(lock: str) -> bool:

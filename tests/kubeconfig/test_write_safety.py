@@ -114,6 +114,50 @@ def test_a_lock_kubectl_holds_is_waited_for_then_reported(tmp_path: Path) -> Non
         assert (tmp_path / "config.lock").read_bytes().startswith(b"kubetray ")
 
 
+KILLED_WHILE_LOCKING = """
+import os, signal, sys
+from app.kubeconfig import files
+
+step = sys.argv[2]
+real_link, real_unlink = os.link, os.unlink
+
+def link(src, dst):
+    real_link(src, dst)
+    if step == "lock-appeared":
+        os.kill(os.getpid(), signal.SIGKILL)
+
+def unlink(path):
+    if step == "temporary-left" and path.endswith(".tmp"):
+        os.kill(os.getpid(), signal.SIGKILL)
+    real_unlink(path)
+
+os.link, os.unlink = link, unlink
+with files.locked(sys.argv[1]):
+    pass
+"""
+
+
+@pytest.mark.parametrize("step", ["lock-appeared", "temporary-left"])
+def test_a_writer_killed_while_locking_does_not_block_the_next(tmp_path: Path, step: str) -> None:
+    """Killed the instant its lock appears, or before its temporary file is gone: the lock is
+    never empty (an empty one passes for kubectl's and is waited for), so the next writer
+    recognises it as a dead kubetray's and goes on at once."""
+    config = tmp_path / "config"
+    config.write_text("apiVersion: v1\nkind: Config\n")
+    child = subprocess.run(
+        [sys.executable, "-c", KILLED_WHILE_LOCKING, str(config), step], cwd=ROOT, check=False
+    )
+    assert child.returncode == -signal.SIGKILL
+    lock = tmp_path / "config.lock"
+    assert lock.read_bytes().startswith(b"kubetray ")
+    start = time.monotonic()
+    with files.locked(str(config), wait=5):
+        assert time.monotonic() - start < 1
+    assert not lock.exists()
+    files.write_atomic(str(config), config.read_bytes(), 0o600)  # sweeps a dead writer's leftovers
+    assert [p.name for p in tmp_path.iterdir()] == ["config"]
+
+
 KUBELOGIN = """apiVersion: v1
 kind: Config
 clusters: [{name: c, cluster: {server: "https://c.example"}}]
