@@ -132,7 +132,35 @@ def test_the_deb_installs_serves_kubectl_and_removes_cleanly(
             assert agent.poll() is None, "the installed agent exited early"
             time.sleep(0.2)
         assert f"pid {agent.pid}" in status.stdout, status.stdout + status.stderr
+        # Qt is the desktop app's: the headless agent never loads it (nor its ICU data).
+        assert "libQt6Core" not in Path(f"/proc/{agent.pid}/maps").read_text()
     finally:
         agent.send_signal(signal.SIGTERM)
         _, err = agent.communicate(timeout=15)
     assert agent.returncode == 0, err  # a clean stop on SIGTERM
+
+    # The installed tray app finds Qt's plugins (PyInstaller's Qt hook, run when Qt is needed).
+    app = subprocess.Popen(
+        ["/usr/bin/kubetray"],
+        env={**kt.env, "QT_QPA_PLATFORM": "offscreen"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            status = subprocess.run(
+                ["/usr/bin/kubetray", "status"], env=kt.env, capture_output=True, text=True
+            )
+            if f"pid {app.pid}" in status.stdout:
+                break
+            assert app.poll() is None, "the installed tray app exited early"
+            time.sleep(0.2)
+        assert f"pid {app.pid}" in status.stdout, status.stdout + status.stderr
+        maps = Path(f"/proc/{app.pid}/maps").read_text()
+        assert "/opt/kubetray/_internal/PySide6/Qt/plugins/platforms/libqoffscreen.so" in maps
+    finally:
+        app.send_signal(signal.SIGTERM)
+        _, err = app.communicate(timeout=15)
+    assert app.returncode == 0, err
