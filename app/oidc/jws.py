@@ -12,6 +12,7 @@ idle agent kept for nothing.
 import base64
 import binascii
 import json
+import logging
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -42,6 +43,12 @@ SUPPORTED = (
     "EdDSA", "Ed25519", "Ed448",
 )  # fmt: skip
 _B64URL = re.compile(r"[A-Za-z0-9_-]*")
+MAX_TOKEN = 256 * 1024
+"""Longer tokens are refused before parsing (id_tokens with many groups are tens of KB)."""
+MIN_RSA_BITS = 2048
+"""RFC 7518 §3.3: smaller RSA keys are skipped as unusable."""
+
+log = logging.getLogger("kubetray.oidc")
 
 
 class JWSError(ValueError):
@@ -56,6 +63,33 @@ def b64url_decode(text: str) -> bytes:
         return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
     except (binascii.Error, ValueError):
         raise JWSError("not base64url") from None
+
+
+def _object(segment: str) -> dict[str, Any]:
+    """A JSON object, strictly: UTF-8, no duplicate names, no NaN or Infinity."""
+
+    def no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        names = [name for name, _ in pairs]
+        if len(set(names)) != len(names):
+            raise JWSError("its header or claims repeat a name")
+        return dict(pairs)
+
+    def no_constant(name: str) -> Any:
+        raise JWSError(f"its header or claims hold {name}")
+
+    try:
+        value = json.loads(
+            b64url_decode(segment).decode("utf-8"),
+            object_pairs_hook=no_duplicates,
+            parse_constant=no_constant,
+        )
+    except (UnicodeDecodeError, RecursionError, ValueError) as e:  # JSONDecodeError, big ints
+        if isinstance(e, JWSError):
+            raise
+        raise JWSError("its header or claims are not JSON") from None
+    if not isinstance(value, dict):
+        raise JWSError("its header or claims are not JSON objects")
+    return value
 
 
 def _uint(jwk: dict[str, Any], name: str) -> int:
@@ -85,7 +119,8 @@ class Key:
 
     def fits(self, alg: str) -> bool:
         """Whether this key may verify a signature made with ``alg``."""
-        if self.alg is not None and self.alg != alg:
+        eddsa = ("EdDSA", self.crv)  # RFC 9864: the old and the fully specified name of one alg
+        if self.alg is not None and self.alg != alg and not (alg in eddsa and self.alg in eddsa):
             return False
         if alg.startswith(("RS", "PS")):
             return self.kty == "RSA"
@@ -104,10 +139,14 @@ def import_key(jwk: dict[str, Any]) -> Key | None:
     if isinstance(ops, list) and "verify" not in ops:
         return None
     kty, crv = jwk.get("kty"), jwk.get("crv")
+    if not isinstance(crv, str | None):
+        return None
     public: PublicKey
     try:
         if kty == "RSA":
             public = rsa.RSAPublicNumbers(_uint(jwk, "e"), _uint(jwk, "n")).public_key()
+            if public.key_size < MIN_RSA_BITS:
+                raise JWSError(f"{public.key_size}-bit RSA (RFC 7518 asks for {MIN_RSA_BITS})")
         elif kty == "EC" and crv in _CURVES:
             curve, size = _CURVES[crv]
             x, y = _coordinate(jwk, "x", size), _coordinate(jwk, "y", size)
@@ -118,7 +157,7 @@ def import_key(jwk: dict[str, Any]) -> Key | None:
             public = cls.from_public_bytes(raw)
         else:
             return None
-    except (JWSError, ValueError) as e:  # a point off the curve, a bad length, ...
+    except ValueError as e:  # JWSError too: a point off the curve, a bad length, a small key
         raise JWSError(f"the provider's key {jwk.get('kid')!r} is not usable: {e}") from None
     kid, alg = jwk.get("kid"), jwk.get("alg")
     return Key(
@@ -131,11 +170,23 @@ def import_key(jwk: dict[str, Any]) -> Key | None:
 
 
 def import_key_set(jwks: Any) -> list[Key]:
-    """The signing keys of a JWKS document ({"keys": [...]}); other keys are skipped."""
+    """The signing keys of a JWKS document ({"keys": [...]}).
+
+    Keys for other uses are skipped; so are unusable ones (logged), so that one bad key does not
+    take the provider's good ones with it.
+    """
     if not isinstance(jwks, dict) or not isinstance(jwks.get("keys"), list):
         raise JWSError("the provider's jwks_uri did not return a JWK set")
-    keys = [import_key(k) for k in jwks["keys"] if isinstance(k, dict)]
-    return [k for k in keys if k is not None]
+    keys = []
+    for jwk in jwks["keys"]:
+        try:
+            key = import_key(jwk) if isinstance(jwk, dict) else None
+        except JWSError as e:
+            log.warning("%s: skipped", e)
+            continue
+        if key is not None:
+            keys.append(key)
+    return keys
 
 
 def _check(key: Key, alg: str, signature: bytes, signed: bytes) -> bool:
@@ -169,19 +220,14 @@ def verify(token: str, keys: list[Key], algorithms: list[str]) -> dict[str, Any]
     Raises JWSError when the token is malformed, its algorithm is not allowed, or no fitting
     key verifies it. The claims themselves (iss, aud, exp, nonce) are the caller's to check.
     """
-    parts = token.split(".") if isinstance(token, str) else []
+    parts = token.split(".") if isinstance(token, str) and len(token) <= MAX_TOKEN else []
     if len(parts) != 3:
         raise JWSError("not a signed JWT (compact JWS has three parts)")
-    try:
-        header = json.loads(b64url_decode(parts[0]))
-        claims = json.loads(b64url_decode(parts[1]))
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise JWSError("its header or claims are not JSON") from None
-    if not isinstance(header, dict) or not isinstance(claims, dict):
-        raise JWSError("its header or claims are not JSON objects")
+    header, claims = _object(parts[0]), _object(parts[1])
+    allowed = [a for a in algorithms if a in SUPPORTED]
     alg = header.get("alg")
-    if alg not in SUPPORTED or alg not in algorithms:
-        raise JWSError(f"algorithm {alg!r} is not accepted (allowed: {', '.join(algorithms)})")
+    if not isinstance(alg, str) or alg not in allowed:
+        raise JWSError(f"algorithm {alg!r} is not accepted (allowed: {', '.join(allowed)})")
     if "crit" in header:
         raise JWSError(f"critical header extensions are not supported: {header['crit']!r}")
     signature = b64url_decode(parts[2])

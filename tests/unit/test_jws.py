@@ -162,4 +162,51 @@ def test_a_point_off_the_curve_is_a_clear_error() -> None:
     jwk = public_jwks(new_key("ES256"))["keys"][0]
     jwk["y"] = b64(bytes(32))
     with pytest.raises(jws.JWSError, match="not usable"):
-        jws.import_key_set({"keys": [jwk]})
+        jws.import_key(jwk)
+
+
+def _signed(key: Any, header: str, claims: str) -> str:
+    signing_input = f"{header}.{claims}"
+    signature = key.private_key.sign(signing_input.encode(), padding.PKCS1v15(), hashes.SHA256())
+    return f"{signing_input}.{b64(signature)}"
+
+
+@pytest.mark.parametrize(
+    ("claims", "why"),
+    [
+        ("[" * 20_000 + "]" * 20_000, "not JSON"),  # deep nesting: no RecursionError escapes
+        ('{"exp": ' + "9" * 5000 + "}", "not JSON"),  # past Python's int-from-text limit
+        ('{"exp": NaN}', "NaN"),  # would pass the expiry check, then break the token's time
+        ('{"sub": "alice", "sub": "root"}', "repeat a name"),  # which sub would kubectl see?
+    ],
+)
+def test_hostile_json_is_one_clear_error_even_when_signed(claims: str, why: str) -> None:
+    key = new_key("RS256")
+    header = b64(json.dumps({"alg": "RS256", "kid": "k1"}).encode())
+    token = _signed(key, header, b64(claims.encode()))
+    with pytest.raises(jws.JWSError, match=why):
+        jws.verify(token, jws.import_key_set(public_jwks(key)), ALGORITHMS)
+
+
+def test_a_bad_key_in_the_set_does_not_take_the_good_ones_with_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    good = new_key("RS256", kid="good")
+    off_curve = {**public_jwks(new_key("ES256", kid="bad"))["keys"][0], "y": b64(bytes(32))}
+    with warnings.catch_warnings():  # joserfc warns too
+        warnings.simplefilter("ignore", SecurityWarning)
+        small = RSAKey.generate_key(1024, parameters={"kid": "small"}, private=True)
+    odd = {"kty": "EC", "crv": ["P-256"], "x": "", "y": ""}  # not even a string
+    jwks = {"keys": [off_curve, public_jwks(small)["keys"][0], odd, *public_jwks(good)["keys"]]}
+    keys = jws.import_key_set(jwks)
+    assert [k.kid for k in keys] == ["good"]
+    assert "1024-bit RSA" in caplog.text and "not on the curve" in caplog.text
+    assert jws.verify(sign(good, "RS256"), keys, ALGORITHMS) == CLAIMS
+    with pytest.raises(jws.JWSError, match="no RS256 key 'small'"):
+        jws.verify(sign(small, "RS256"), keys, ALGORITHMS)
+
+
+def test_eddsa_and_ed25519_name_the_same_algorithm_for_a_key() -> None:
+    key = new_key("Ed25519")
+    pinned = {**public_jwks(key)["keys"][0], "alg": "EdDSA"}
+    assert jws.verify(sign(key, "Ed25519"), jws.import_key_set({"keys": [pinned]}), ALGORITHMS)
