@@ -15,6 +15,7 @@ import itertools
 import json
 import os
 import re
+import secrets
 import socket
 import sys
 import threading
@@ -242,7 +243,8 @@ def locked(path: str, wait: float = LOCK_WAIT) -> Iterator[None]:
         os.makedirs(os.path.dirname(os.path.abspath(path)), mode=0o700, exist_ok=True)
     except OSError as e:
         raise KubeconfigError(f"cannot lock {path}: {e.strerror} (making its directory)") from None
-    mark = f"kubetray {os.getpid()} {socket.gethostname()}\n".encode()
+    # pid and host name a dead kubetray's lock; the nonce tells this lock from a later one
+    mark = f"kubetray {os.getpid()} {socket.gethostname()} {secrets.token_hex(8)}\n".encode()
     deadline = time.monotonic() + wait
     while True:
         try:
@@ -263,8 +265,38 @@ def locked(path: str, wait: float = LOCK_WAIT) -> Iterator[None]:
     try:
         yield
     finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(lock)
+        if _read_lock(lock) == mark:  # ours only: one deleted by hand may be kubectl's now
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(lock)
+
+
+def _read_lock(path: str) -> bytes | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | _NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        return os.read(fd, 200)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _private_name(lock: str, what: str) -> str:
+    """A name beside ``lock`` for this thread; jsonfile.remove_orphans sweeps a dead one's."""
+    directory, name = os.path.split(lock)
+    return os.path.join(
+        directory, f".{name}.kubetray-{os.getpid()}-{threading.get_ident()}-{what}.tmp"
+    )
+
+
+def _write_fd(fd: int, mark: bytes) -> None:
+    try:
+        os.write(fd, mark)
+        os.fsync(fd)  # a crash must not bring the lock back empty (it would pass for kubectl's)
+    finally:
+        os.close(fd)
 
 
 def _create_lock(lock: str, mark: bytes) -> None:
@@ -274,14 +306,9 @@ def _create_lock(lock: str, mark: bytes) -> None:
     a kubetray killed while locking never leaves an empty lock, which would pass for kubectl's
     and block every writer. Where links are not supported it is created and then written.
     """
-    directory, name = os.path.split(lock)
-    tmp = os.path.join(directory, f".{name}.kubetray-{os.getpid()}-{threading.get_ident()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NOFOLLOW, 0o600)
+    tmp = _private_name(lock, "lock")
     try:
-        try:
-            os.write(fd, mark)
-        finally:
-            os.close(fd)
+        _write_fd(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NOFOLLOW, 0o600), mark)
         try:
             os.link(tmp, lock)
             return
@@ -294,10 +321,7 @@ def _create_lock(lock: str, mark: bytes) -> None:
             os.unlink(tmp)
     fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
-        try:
-            os.write(fd, mark)
-        finally:
-            os.close(fd)
+        _write_fd(fd, mark)
     except OSError:
         # A full disk: an empty lock left here would block kubectl until someone deletes it.
         with contextlib.suppress(OSError):
@@ -306,19 +330,35 @@ def _create_lock(lock: str, mark: bytes) -> None:
 
 
 def _remove_if_stale(lock: str) -> bool:
-    """Remove a lock that a dead kubetray on this host left behind."""
-    try:
-        with open(lock, "rb") as f:
-            words = f.read(200).split()
-    except OSError:
+    """Remove a lock that a dead kubetray on this host left behind.
+
+    The lock is moved aside before it is deleted, and deleted only if it still holds what was
+    read: a lock another kubetray (or kubectl) took in between is put back.
+    """
+    seen = _read_lock(lock)
+    words = seen.split() if seen else []
+    if len(words) not in (3, 4) or words[0] != b"kubetray":
         return False
-    if len(words) != 3 or words[0] != b"kubetray" or words[2].decode() != socket.gethostname():
+    if words[2] != socket.gethostname().encode():
         return False
     if not words[1].isdigit() or jsonfile.process_alive(int(words[1])):
         return False
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(lock)
-    return True
+    aside = _private_name(lock, "stale")
+    try:
+        os.replace(lock, aside)
+    except FileNotFoundError:
+        return True  # another writer removed it: try again
+    except OSError:
+        return False
+    try:
+        if _read_lock(aside) != seen:  # not the one we read: someone's live lock
+            with contextlib.suppress(FileExistsError):
+                os.link(aside, lock)
+            return False
+        return True
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(aside)
 
 
 def _owner(path: str, directory: str) -> tuple[int, int] | None:

@@ -7,6 +7,7 @@ must survive whatever happens next.
 import os
 import random
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -156,6 +157,43 @@ def test_a_writer_killed_while_locking_does_not_block_the_next(tmp_path: Path, s
     assert not lock.exists()
     files.write_atomic(str(config), config.read_bytes(), 0o600)  # sweeps a dead writer's leftovers
     assert [p.name for p in tmp_path.iterdir()] == ["config"]
+
+
+def test_a_lock_taken_while_a_stale_one_is_removed_is_left_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two writers find the same dead kubetray's lock: the slower one must not delete the lock
+    the faster one has taken since (nor kubectl's)."""
+    lock = tmp_path / "config.lock"
+    lock.write_bytes(f"kubetray 999999 {socket.gethostname()}\n".encode())
+    live = f"kubetray {os.getpid()} {socket.gethostname()}\n".encode()
+
+    def meanwhile(_pid: int) -> bool:  # while we judge it dead, another writer replaces it
+        lock.unlink()
+        lock.write_bytes(live)
+        return False
+
+    monkeypatch.setattr(files.jsonfile, "process_alive", meanwhile)
+    assert files._remove_if_stale(str(lock)) is False
+    assert lock.read_bytes() == live
+    assert [p.name for p in tmp_path.iterdir()] == ["config.lock"]
+
+
+def test_leaving_removes_only_our_own_lock(tmp_path: Path) -> None:
+    config = tmp_path / "config"
+    with files.locked(str(config)):
+        (tmp_path / "config.lock").unlink()  # deleted by hand, as the error message suggests...
+        (tmp_path / "config.lock").write_bytes(b"")  # ...and kubectl has taken it since
+    assert (tmp_path / "config.lock").read_bytes() == b""
+
+
+def test_a_lock_with_an_unreadable_host_is_waited_for(tmp_path: Path) -> None:
+    (tmp_path / "config.lock").write_bytes(b"kubetray 999999 \xff\n")
+    with (
+        pytest.raises(files.KubeconfigError, match="locked by another writer"),
+        files.locked(str(tmp_path / "config"), wait=0.2),
+    ):
+        pass
 
 
 KUBELOGIN = """apiVersion: v1
