@@ -377,7 +377,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     from app.broker import client
     from app.settings import Settings
 
-    failed = 0
+    failed = warned = 0
     for check in doctor.run(
         [args.kubeconfig] if args.kubeconfig else None,
         lambda: client.call_json("status"),
@@ -386,11 +386,15 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     ):
         mark = "FAIL" if not check.ok else "WARN" if check.warn else "ok  "
         print(f"{mark}  {check.name}: {check.detail}", flush=True)
-        if not check.ok:
-            failed += 1
+        failed += not check.ok
+        warned += check.ok and check.warn
         if check.remedy and (check.warn or not check.ok):
             print(f"      fix: {check.remedy}")
-    print(f"{failed} problem(s) found" if failed else "all checks passed")
+    warnings = f"{warned} warning(s)" if warned else ""
+    if failed:
+        print(f"{failed} problem(s) found" + (f", {warnings}" if warned else ""))
+    else:
+        print(f"no problems, {warnings} (see WARN above)" if warned else "all checks passed")
     return 1 if failed else 0
 
 

@@ -172,11 +172,12 @@ def check_keyring(store: Callable[[], SecretStore], setting: str = "auto") -> Ch
     except NoKeyring as e:
         if setting == "keyring":
             return Check("keyring", False, f"{e.message} (setting secret_store: keyring)", e.hint)
+        why = e.message.partition("(")[2].rstrip(")")  # "keyring chose ...", if it named one
         return Check(
             "keyring",
             True,
-            f"{MEMORY_NOTICE}; stored credentials, secure and keyring backups need one "
-            f"({e.message})",
+            f"{MEMORY_NOTICE}; stored credentials, secure and keyring backups need one"
+            + (f" ({why})" if why else ""),
             e.hint,
             warn=True,
         )

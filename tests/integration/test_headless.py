@@ -131,7 +131,10 @@ def test_memory_store_is_said_and_lasting_secrets_refuse(
     warn = next(i for i, line in enumerate(lines) if line.startswith("WARN  keyring:"))
     assert "tokens are kept in memory until the agent stops" in lines[warn]
     assert "stored credentials, secure and keyring backups need one" in lines[warn]
+    assert lines[warn].count("no usable OS keyring") + lines[warn].count("no OS keyring") == 1
     assert lines[warn + 1].strip().startswith("fix: ") and "dbus-run-session" in lines[warn + 1]
+    assert "all checks passed" not in doctor.stdout  # not under a WARN
+    assert re.search(r"\b\d+ warning\(s\)", lines[-1]), lines[-1]  # the summary counts it
 
     token = tmp_path / "token"
     token.write_text("a-static-token-to-keep")
