@@ -19,7 +19,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from app import __version__, cluster_tls
-from app.errors import AppError
+from app.errors import AgentNotRunning, AppError
 from app.kubeconfig.files import KubeconfigError
 from app.kubeconfig.uses import is_helper
 from app.kubeconfig.view import View, default_paths
@@ -146,8 +146,17 @@ def check_helper(user: KubetrayUser) -> Check:
 
 
 def check_agent(status: Callable[[], dict[str, Any]]) -> Check:
+    """A running agent; none running is a warning (kubetray-exec starts one when needed)."""
     try:
         doc = status()
+    except AgentNotRunning:
+        return Check(
+            "agent",
+            True,
+            "not running (kubetray-exec starts it when kubectl needs a credential)",
+            "to start it now: kubetray (the tray app) or kubetray agent",
+            warn=True,
+        )
     except AppError as e:
         return Check(
             "agent",

@@ -214,7 +214,10 @@ def test_doctor_passes_on_a_healthy_setup_and_names_each_broken_condition(
                 in healthy.stdout
             )
             assert "ok    keyring: writes, reads and deletes" in healthy.stdout
-            assert healthy.stdout.rstrip().endswith("all checks passed")
+            # No cluster listens at the kubeconfig's server: a warning, counted, not a problem.
+            warnings = [line for line in healthy.stdout.splitlines() if line.startswith("WARN")]
+            assert len(warnings) == 1 and "127.0.0.1:6443" in warnings[0], healthy.stdout
+            assert healthy.stdout.rstrip().endswith("no problems, 1 warning(s) (see WARN above)")
 
             # A helper path that is wrong (an uninstalled or moved kubetray).
             broken = config.read_text().replace(str(Path(sys.executable).parent), "/nonexistent")
@@ -232,9 +235,10 @@ def test_doctor_passes_on_a_healthy_setup_and_names_each_broken_condition(
             agent.terminate()
             agent.wait(10)
         kt.stop_agent()
-        done = _doctor(kt, config)
-        assert done.returncode == 1 and _failures(done.stdout) == ["agent"]
-        assert "fix: start kubetray (the tray app) or kubetray agent" in done.stdout
+        done = _doctor(kt, config)  # no agent: kubetray-exec would start one, so a warning
+        assert done.returncode == 0 and _failures(done.stdout) == [], done.stdout
+        assert "WARN  agent: not running (kubetray-exec starts it when" in done.stdout
+        assert "fix: to start it now: kubetray (the tray app) or kubetray agent" in done.stdout
 
     unreachable = tmp_path / "unreachable"
     _setup(kt, unreachable, "http://127.0.0.1:9")
