@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 .PHONY: help system-deps install run test lint bench bench-login bench-idle bench-installed bench-hardening bench-all package screenshots clean
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 18
 
 system-deps: ## install the OS packages the tests use (apt; sudo when not root)
 	@scripts/install-system-deps
@@ -64,7 +64,7 @@ package: system-deps install ## build the Linux .deb and .tar.gz (packaging/linu
 bench-installed: system-deps install ## the packaged helper's figures (bench/installed_helper)
 	scripts/with-keyring $(BIN)/python bench/installed_helper.py
 
-bench-all: system-deps install $(NODE_DEPS) ## issue 17's figures side by side: packaged helper, agent start, idle
+bench-all: system-deps install $(NODE_DEPS) ## the performance figures side by side: packaged helper, agent start, idle
 	scripts/with-keyring $(BIN)/python bench/all.py $(BENCH_ARGS)
 
 bench-login: system-deps install $(NODE_DEPS) ## print the login figures (bench/login)
