@@ -45,6 +45,15 @@ def choose(kind: str, keyring: KeyringSecretStore) -> StoreChoice:
     if check(kind) == MEMORY:
         return StoreChoice(MemorySecretStore(), MEMORY, CHOSEN_NOTICE)
     if kind == KEYRING:
+        try:
+            keyring.check_usable()
+        except NoKeyring as e:  # asked for by name: refuse now, not at the first kubectl call
+            raise NoKeyring(
+                f"{e.message}, and the secret store is set to keyring",
+                "use --store auto (tokens in memory when there is no keyring) or --store memory"
+                ' (or "secret_store" in settings.json), or start a Secret Service: kubetray'
+                " doctor says how",
+            ) from None
         return StoreChoice(keyring, KEYRING, None)
     try:
         keyring.check_usable()

@@ -342,3 +342,16 @@ def test_forget_works_without_a_keyring(headless: KubetrayEnv) -> None:
     assert done.returncode != 0
     assert "no stored credential or OIDC identity named 'nobody'" in done.stderr, done.stderr
     assert "keyring" not in done.stderr
+
+
+def test_asking_for_the_keyring_where_there_is_none_refuses_at_start(
+    headless: KubetrayEnv,
+) -> None:
+    """--store keyring (or the setting) on a machine without one: one line and a hint at start,
+    not an agent that fails every kubectl call later."""
+    done = headless.kubetray("agent", "--store", "keyring")
+    assert done.returncode == 1
+    error, hint = done.stderr.splitlines()
+    assert error.startswith("error: no usable OS keyring here") and "set to keyring" in error
+    assert "--store auto" in hint and "--store memory" in hint
+    assert headless.kubetray("status").stdout.startswith("agent: not running")
