@@ -216,8 +216,10 @@ class Service:
                 self.on_show()
                 send(_result(0))
         elif op == "stop" and self.on_stop is not None:
-            self.on_stop(bool(request.get("when_idle")))
-            send(_result(0, stdout=self._json({"pid": os.getpid()})))
+            try:  # the answer leaves first; the stop happens even if the caller has gone
+                send(_result(0, stdout=self._json({"pid": os.getpid()})))
+            finally:
+                self.on_stop(bool(request.get("when_idle")))
         elif op == "invalidate":
             self._broker.invalidate(_str(request, "name"))
             send(_result(0))
