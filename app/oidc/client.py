@@ -441,6 +441,7 @@ class OIDCClient:
     def password(self, ui: LoginUI) -> TokenSet:
         """The resource owner password grant, for providers configured for it."""
         s = self.settings
+        self.metadata()  # a provider that is not there is said before anyone types a password
         username = s.username or ui.prompt("Username: ", False)
         password = s.password or (ui.prompt("Password: ", True) if username else None)
         if not username or not password:

@@ -2,6 +2,7 @@
 
 import base64
 import json
+import socket
 import threading
 import time
 import urllib.error
@@ -162,3 +163,27 @@ def test_a_used_refresh_token_is_refused_by_the_provider(idp: IdP) -> None:
     c.refresh(tokens)
     with pytest.raises(LoginError, match="invalid_grant"):
         c.refresh(tokens)
+
+
+def test_a_provider_that_is_not_there_is_said_before_a_password_is_asked() -> None:
+    class Terminal:
+        def __init__(self) -> None:
+            self.asked: list[str] = []
+
+        def prompt(self, text: str, secret: bool) -> str:
+            self.asked.append(text)
+            return "typed"
+
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))  # a port nobody listens on
+    issuer = f"http://127.0.0.1:{closed.getsockname()[1]}"
+    terminal = Terminal()
+    try:
+        oidc = OIDCClient(
+            OIDCSettings(issuer=issuer, client_id="kubectl"), lambda: datetime.now(UTC)
+        )
+        with pytest.raises(LoginError, match="nothing answers"):
+            oidc.password(terminal)  # type: ignore[arg-type]
+    finally:
+        closed.close()
+    assert terminal.asked == []
