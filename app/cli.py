@@ -333,7 +333,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         return 0
     agent = doc.get("agent")
     if agent:
-        print(f"agent: running (pid {agent['pid']}, kubetray {agent['version']})")
+        kind = f"{agent['kind']}, " if agent.get("kind") else ""
+        print(f"agent: running ({kind}pid {agent['pid']}, kubetray {agent['version']})")
         if agent.get("store_notice"):
             print(f"secrets: {agent['store_notice']}")
     else:

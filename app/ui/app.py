@@ -49,6 +49,7 @@ def run(tray: bool | None = None, store: str | None = None) -> int:
     bridge.show.connect(view.bring_forward)
     bridge.quit.connect(app.quit)
     parts.service.on_show = bridge.show.emit
+    parts.service.facts["kind"] = "the tray app" if view.tray is not None else "the app window"
 
     def stop_request(when_idle: bool) -> None:
         if when_idle:

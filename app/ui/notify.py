@@ -41,8 +41,12 @@ class DesktopNotifications(QObject):
             from jeepney.io.blocking import open_dbus_connection
 
             self._conn = open_dbus_connection("SESSION")
-        except Exception as e:  # no session bus: the balloon will do
-            log.info("no D-Bus session for notifications: %s", e)
+        except KeyError:  # jeepney's way of saying DBUS_SESSION_BUS_ADDRESS is not set
+            log.info(
+                "no D-Bus session (DBUS_SESSION_BUS_ADDRESS is not set): notifications are Qt's own"
+            )
+        except Exception as e:  # a session bus that does not answer: the balloon will do
+            log.info("the D-Bus session did not answer (%s): notifications are Qt's own", e)
             return
         self._listener = threading.Thread(target=self._listen, name="notify", daemon=True)
         self._listener.start()

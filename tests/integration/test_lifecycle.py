@@ -156,6 +156,8 @@ def test_the_app_takes_over_from_the_agent_without_losing_the_login(
             status = json.loads(kt.kubetray("status", "--json").stdout)
             assert status["agent"]["pid"] == app.pid
             assert [i["name"] for i in status["identities"] if i["kind"] == "oidc"] == ["u"]
+            said = kt.kubetray("status").stdout  # which program serves, in words
+            assert re.search(rf"^agent: running \(the (tray app|app window), pid {app.pid}", said)
             again = subprocess.run(
                 [kubectl_133(), "--kubeconfig", str(config), "get", "ns", "-o", "name"],
                 env=kt.env,
