@@ -181,12 +181,11 @@ def check_keyring(store: Callable[[], SecretStore], setting: str = "auto") -> Ch
     except NoKeyring as e:
         if setting == "keyring":
             return Check("keyring", False, f"{e.message} (setting secret_store: keyring)", e.hint)
-        why = e.message.partition("(")[2].rstrip(")")  # "keyring chose ...", if it named one
         return Check(
             "keyring",
             True,
             f"{MEMORY_NOTICE}; stored credentials, secure and keyring backups need one"
-            + (f" ({why})" if why else ""),
+            + (f" (keyring chose {e.chosen})" if e.chosen else ""),
             e.hint,
             warn=True,
         )

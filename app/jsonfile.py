@@ -53,6 +53,18 @@ def fsync_dir(directory: str) -> None:
         os.close(fd)
 
 
+def temp_name(path: str, tag: str = "") -> str:
+    """This thread's temporary name beside ``path``: ``.NAME.kubetray-PID-TID[-TAG].tmp``.
+
+    remove_orphans knows the form: a killed process's files are swept by the next write.
+    """
+    directory, name = os.path.split(path)
+    suffix = f"-{tag}" if tag else ""
+    return os.path.join(
+        directory, f".{name}.kubetray-{os.getpid()}-{threading.get_ident()}{suffix}.tmp"
+    )
+
+
 def write_atomic(path: str, content: bytes, mode: int = 0o600) -> None:
     """Write ``content`` to a synced temporary file, rename it over ``path``, sync the directory.
 
@@ -61,9 +73,7 @@ def write_atomic(path: str, content: bytes, mode: int = 0o600) -> None:
     directory = os.path.dirname(path) or "."
     os.makedirs(directory, mode=0o700, exist_ok=True)
     remove_orphans(directory)
-    tmp = os.path.join(
-        directory, f".{os.path.basename(path)}.kubetray-{os.getpid()}-{threading.get_ident()}.tmp"
-    )
+    tmp = temp_name(path)
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
         try:

@@ -18,7 +18,6 @@ import re
 import secrets
 import socket
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -283,14 +282,6 @@ def _read_lock(path: str) -> bytes | None:
         os.close(fd)
 
 
-def _private_name(lock: str, what: str) -> str:
-    """A name beside ``lock`` for this thread; jsonfile.remove_orphans sweeps a dead one's."""
-    directory, name = os.path.split(lock)
-    return os.path.join(
-        directory, f".{name}.kubetray-{os.getpid()}-{threading.get_ident()}-{what}.tmp"
-    )
-
-
 def _write_fd(fd: int, mark: bytes) -> None:
     try:
         os.write(fd, mark)
@@ -306,7 +297,7 @@ def _create_lock(lock: str, mark: bytes) -> None:
     a kubetray killed while locking never leaves an empty lock, which would pass for kubectl's
     and block every writer. Where links are not supported it is created and then written.
     """
-    tmp = _private_name(lock, "lock")
+    tmp = jsonfile.temp_name(lock, "lock")
     try:
         _write_fd(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NOFOLLOW, 0o600), mark)
         try:
@@ -343,7 +334,7 @@ def _remove_if_stale(lock: str) -> bool:
         return False
     if not words[1].isdigit() or jsonfile.process_alive(int(words[1])):
         return False
-    aside = _private_name(lock, "stale")
+    aside = jsonfile.temp_name(lock, "stale")
     try:
         os.replace(lock, aside)
     except FileNotFoundError:
@@ -409,7 +400,7 @@ def write_atomic(path: str, content: bytes, mode: int) -> None:
     and the error names ``path``.
     """
     directory = os.path.dirname(path) or "."
-    tmp = os.path.join(directory, f".{os.path.basename(path)}.kubetray-{os.getpid()}.tmp")
+    tmp = jsonfile.temp_name(path)
     try:
         os.makedirs(directory, mode=0o700, exist_ok=True)
         owner = _owner(path, directory)

@@ -44,19 +44,16 @@ def choose(kind: str, keyring: KeyringSecretStore) -> StoreChoice:
     """The store ``kind`` asks for; ``auto`` looks for a usable keyring once, now."""
     if check(kind) == MEMORY:
         return StoreChoice(MemorySecretStore(), MEMORY, CHOSEN_NOTICE)
-    if kind == KEYRING:
-        try:
-            keyring.check_usable()
-        except NoKeyring as e:  # asked for by name: refuse now, not at the first kubectl call
+    try:
+        keyring.check_usable()
+    except NoKeyring as e:
+        if kind == KEYRING:  # asked for by name: refuse now, not at the first kubectl call
             raise NoKeyring(
                 f"{e.message}, and the secret store is set to keyring",
                 "use --store auto (tokens in memory when there is no keyring) or --store memory"
                 ' (or "secret_store" in settings.json), or start a Secret Service: kubetray'
                 " doctor says how",
+                e.chosen,
             ) from None
-        return StoreChoice(keyring, KEYRING, None)
-    try:
-        keyring.check_usable()
-    except NoKeyring as e:
         return StoreChoice(MemorySecretStore(), MEMORY, MEMORY_NOTICE, e.message)
     return StoreChoice(keyring, KEYRING, None)

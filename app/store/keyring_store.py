@@ -40,6 +40,11 @@ T = TypeVar("T")
 class NoKeyring(StoreUnavailable):
     """There is no usable OS keyring at all (not merely a locked or slow one)."""
 
+    def __init__(self, message: str, hint: str | None = None, chosen: str = "") -> None:
+        super().__init__(message, hint)
+        self.chosen = chosen
+        """The backend keyring fell back to (its fail or null keyring), when it named one."""
+
 
 class KeyringSecretStore:
     """SecretStore on the OS keyring."""
@@ -86,7 +91,7 @@ class KeyringSecretStore:
         backend = keyring.get_keyring()
         name = f"{type(backend).__module__}.{type(backend).__name__}"
         if "fail" in name.split(".") or "Plaintext" in name or "null" in name.split("."):
-            raise NoKeyring(f"no usable OS keyring here (keyring chose {name})", _REMEDY)
+            raise NoKeyring(f"no usable OS keyring here (keyring chose {name})", _REMEDY, name)
         return backend
 
     def check_usable(self) -> None:

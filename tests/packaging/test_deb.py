@@ -5,13 +5,15 @@ The installed kubetray-exec goes through the exec-plugin conformance cases and r
 installed kubetray runs as the agent. Needs root (or password-less sudo) and dpkg.
 """
 
+import contextlib
 import os
+import shlex
 import shutil
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -114,53 +116,36 @@ def test_the_deb_installs_serves_kubectl_and_removes_cleanly(
     assert "skipped" not in summary, summary
 
     # The installed kubetray, started as the headless agent, answers `kubetray status`.
-    agent = subprocess.Popen(
-        ["/usr/bin/kubetray", "agent"],
-        env=kt.env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            status = subprocess.run(
-                ["/usr/bin/kubetray", "status"], env=kt.env, capture_output=True, text=True
-            )
-            if status.stdout.startswith("agent: running"):
-                break
-            assert agent.poll() is None, "the installed agent exited early"
-            time.sleep(0.2)
-        assert f"pid {agent.pid}" in status.stdout, status.stdout + status.stderr
+    with _serving(["/usr/bin/kubetray", "agent"], kt.env) as maps:
         # Qt is the desktop app's: the headless agent never loads it (nor its ICU data).
-        assert "libQt6Core" not in Path(f"/proc/{agent.pid}/maps").read_text()
-    finally:
-        agent.send_signal(signal.SIGTERM)
-        _, err = agent.communicate(timeout=15)
-    assert agent.returncode == 0, err  # a clean stop on SIGTERM
+        assert "libQt6Core" not in maps()
 
     # The installed tray app finds Qt's plugins (PyInstaller's Qt hook, run when Qt is needed).
-    app = subprocess.Popen(
-        ["/usr/bin/kubetray"],
-        env={**kt.env, "QT_QPA_PLATFORM": "offscreen"},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
+    with _serving(["/usr/bin/kubetray"], {**kt.env, "QT_QPA_PLATFORM": "offscreen"}) as maps:
+        plugin = "/opt/kubetray/_internal/PySide6/Qt/plugins/platforms/libqoffscreen.so"
+        assert plugin in maps()
+
+
+@contextlib.contextmanager
+def _serving(command: list[str], env: dict[str, str]) -> Iterator[Callable[[], str]]:
+    """Run an installed kubetray until `kubetray status` names its pid; yield a reader of its
+    memory maps; then SIGTERM it, which must stop it cleanly (exit 0)."""
+    proc = subprocess.Popen(
+        command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
     )
     try:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             status = subprocess.run(
-                ["/usr/bin/kubetray", "status"], env=kt.env, capture_output=True, text=True
+                ["/usr/bin/kubetray", "status"], env=env, capture_output=True, text=True
             )
-            if f"pid {app.pid}" in status.stdout:
+            if f"pid {proc.pid}" in status.stdout:
                 break
-            assert app.poll() is None, "the installed tray app exited early"
+            assert proc.poll() is None, f"the installed {shlex.join(command)} exited early"
             time.sleep(0.2)
-        assert f"pid {app.pid}" in status.stdout, status.stdout + status.stderr
-        maps = Path(f"/proc/{app.pid}/maps").read_text()
-        assert "/opt/kubetray/_internal/PySide6/Qt/plugins/platforms/libqoffscreen.so" in maps
+        assert f"pid {proc.pid}" in status.stdout, status.stdout + status.stderr
+        yield lambda: Path(f"/proc/{proc.pid}/maps").read_text()
     finally:
-        app.send_signal(signal.SIGTERM)
-        _, err = app.communicate(timeout=15)
-    assert app.returncode == 0, err
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=15)
+    assert proc.returncode == 0, err  # a clean stop on SIGTERM
