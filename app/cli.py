@@ -133,8 +133,8 @@ def _wait_gone(limit: float) -> bool:
             client.call("status")
         except AgentNotRunning:
             return True
-        except OSError:
-            pass  # it is closing
+        except AppError:
+            pass  # it is closing: a connection it never accepted is reset
         time.sleep(0.1)
     return False
 
@@ -145,11 +145,12 @@ def cmd_stop(_args: argparse.Namespace) -> int:
 
     try:
         before = client.call_json("status")
-        result = client.call("stop")
     except AgentNotRunning:
         print("kubetray is not running")
         return 0
-    except OSError:  # it went before its answer did
+    try:
+        result = client.call("stop")
+    except AppError:  # it went before its answer did (the connection was reset)
         result = {"exit": 0, "stdout": json.dumps({"pid": before["agent"]["pid"]})}
     if result.get("exit") != 0:
         raise AppError(

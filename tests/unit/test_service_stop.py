@@ -1,5 +1,7 @@
-"""`kubetray stop`: the agent answers before it goes, and goes even if the caller has hung up."""
+"""`kubetray stop`: the agent answers before it goes, it goes even if the caller hung up, and a
+reset while it closes reads as stopping."""
 
+import json
 import os
 from pathlib import Path
 
@@ -35,3 +37,32 @@ def test_stop_answers_first_and_stops_even_when_the_caller_is_gone(tmp_path: Pat
         assert events == [0, "stopping", "stopping"]
     finally:
         logins.stop()
+
+
+def test_kubetray_stop_reads_a_reset_while_the_agent_closes_as_stopping(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The agent closes its listener with `kubetray stop`'s "gone yet?" connection still in the
+    backlog: that connection is reset. It means "closing", not a failed stop (seen in a loaded
+    full run as 'error: lost the connection to the kubetray agent: Connection reset by peer')."""
+    from app import cli
+    from app.broker import client
+    from app.errors import AgentNotRunning, AppError
+
+    answers: list[object] = [
+        {"exit": 0, "stdout": json.dumps({"pid": 4242})},  # stop
+        AppError("lost the connection to the kubetray agent: Connection reset by peer"),
+        AgentNotRunning("no kubetray agent is running"),
+    ]
+
+    def call(op: str, **_fields: object) -> dict[str, object]:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer  # type: ignore[return-value]
+
+    monkeypatch.setattr(client, "call_json", lambda op: {"agent": {"pid": 4242}})
+    monkeypatch.setattr(client, "call", call)
+    assert cli.main(["stop"]) == 0
+    assert capsys.readouterr().out == "stopped kubetray (pid 4242)\n"
+    assert answers == []
