@@ -180,6 +180,7 @@ def test_quitting_during_a_login_fails_its_callers_and_leaves_no_agent(
     require(browser_available(), "needs Debian chromium and Python playwright")
     kt.env.update(KUBETRAY_BROWSER=BROWSE, KUBETRAY_TEST_BROWSER_MODE="ignore")
     app = start_app(kt)
+    helper = None
     try:
         wait_for(kt, app)
         helper = subprocess.Popen(
@@ -200,6 +201,8 @@ def test_quitting_during_a_login_fails_its_callers_and_leaves_no_agent(
         assert app.wait(timeout=20) == 0
         assert not running(kt)
     finally:
+        if helper is not None:  # a failed assertion must not leave it to a later test's GC
+            stop(helper)
         stop(app)
     again = start_app(kt)  # nothing blocks the next start
     try:
