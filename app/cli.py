@@ -45,7 +45,7 @@ def _no_display() -> str | None:
 
 def cmd_app(args: argparse.Namespace) -> int:
     """The tray app; if one already runs, bring it forward; a headless agent is taken over."""
-    from app.broker import client
+    from app.agent import client
     from app.errors import AgentRunning
 
     store = _store_flag(args)
@@ -81,7 +81,7 @@ def cmd_app(args: argparse.Namespace) -> int:
 
 def _take_over() -> None:
     """Stop the headless agent once its logins in flight end, so the app can serve instead."""
-    from app.broker import client
+    from app.agent import client
 
     try:
         doc = client.call_json("status")
@@ -125,7 +125,7 @@ def _wait_gone(limit: float) -> bool:
     """Wait until no agent answers; False if one still does after ``limit`` seconds."""
     import time
 
-    from app.broker import client
+    from app.agent import client
 
     deadline = time.monotonic() + limit
     while time.monotonic() < deadline:
@@ -141,7 +141,7 @@ def _wait_gone(limit: float) -> bool:
 
 def cmd_stop(_args: argparse.Namespace) -> int:
     """End the running agent or app (callers waiting for a login are told why)."""
-    from app.broker import client
+    from app.agent import client
 
     try:
         before = client.call_json("status")
@@ -178,14 +178,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_agent(args: argparse.Namespace) -> int:
-    from app import agent
+    from app.agent import headless
 
-    return agent.run(store=_store_flag(args))
+    return headless.run(store=_store_flag(args))
 
 
 def cmd_store(args: argparse.Namespace) -> int:
     from app import compose, static_credentials
-    from app.broker import client
+    from app.agent import client
 
     now = datetime.now(UTC)
     if args.token_file and (args.client_certificate or args.client_key):
@@ -219,7 +219,7 @@ def cmd_store(args: argparse.Namespace) -> int:
 def cmd_forget(args: argparse.Namespace) -> int:
     """A stored credential leaves the keyring; an OIDC identity is logged out and removed."""
     from app import compose
-    from app.broker import client
+    from app.agent import client
     from app.store.keyring_store import NoKeyring
 
     try:
@@ -257,7 +257,7 @@ def _when(iso: str | None, now: datetime) -> str:
 
 def _agent_call(op: str, **fields: Any) -> int:
     """A request that needs the agent (started on demand, like kubetray-exec does)."""
-    from app.broker import client
+    from app.agent import client
     from exec_helper.agent_start import start_agent_for_cli
     from exec_helper.errors import HelperError
 
@@ -310,7 +310,7 @@ def _who(row: IdentityStatus) -> str:
 
 def cmd_status(args: argparse.Namespace) -> int:
     from app import compose
-    from app.broker import client
+    from app.agent import client
 
     try:
         doc = client.call_json("status")
@@ -376,7 +376,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     from app import compose, doctor
-    from app.broker import client
+    from app.agent import client
     from app.settings import Settings
 
     failed = warned = 0

@@ -69,7 +69,7 @@ def _no_windows() -> None:
 
 
 def _destination(ssh_args: list[str]) -> str:
-    from app.broker.peer import ssh_destination
+    from app.agent.peer import ssh_destination
 
     host = ssh_destination(["ssh", *ssh_args])
     if host is None:
@@ -143,7 +143,7 @@ def cmd_ssh(args: argparse.Namespace) -> int:
 
 
 def _agent_runs() -> bool:
-    from app.broker import client
+    from app.agent import client
 
     try:
         client.call("status")
@@ -223,7 +223,8 @@ def install_helper(ssh_args: list[str], host: str) -> str:
 def cmd_remote(args: argparse.Namespace) -> int:
     """kubetray remote list / allow HOST / deny HOST / forget HOST."""
     from app import compose
-    from app.broker import client, consent
+    from app.agent import client
+    from app.broker import consent
 
     if args.action != "list" and not args.host:
         raise UsageError(f"kubetray remote {args.action} needs a HOST")

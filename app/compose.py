@@ -7,12 +7,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from app.agent.server import IPCServer, Listener
+from app.agent.service import Service
 from app.broker.broker import Broker, utcnow
 from app.broker.consent import Consent
-from app.broker.ipc_server import IPCServer, Listener
 from app.broker.logins import Logins
 from app.broker.registry import Registry
-from app.broker.service import Service
 from app.oidc.browser import Browser
 from app.static_credentials import StoredCredentials
 from app.store import choice, keyring_store
@@ -61,11 +61,11 @@ def remote_hosts() -> Consent:
 def listener() -> Listener:
     """The platform's IPC listener, chosen once, here."""
     if sys.platform == "win32":
-        from app.broker.listener_windows import PipeListener
+        from app.agent.listener_windows import PipeListener
 
         return PipeListener()
     else:
-        from app.broker.listener_unix import UnixListener
+        from app.agent.listener_unix import UnixListener
 
         return UnixListener()
 

@@ -165,7 +165,7 @@ class KubetrayEnv:
 
     def kubetray_json(self, op: str) -> dict[str, Any]:
         code = (
-            "import json,sys; from app.broker import client; "
+            "import json,sys; from app.agent import client; "
             f"print(json.dumps(client.call_json({op!r})))"
         )
         out = subprocess.run(

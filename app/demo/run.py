@@ -115,7 +115,7 @@ def _running_demo() -> int | None:
 
 def _running_agent() -> int | None:
     """The pid of the agent or app serving this user, if one runs."""
-    from app.broker import client
+    from app.agent import client
     from app.errors import AgentNotRunning
 
     try:
@@ -174,9 +174,9 @@ def run(headless: bool | None = None, store: str | None = None) -> int:
         )
     if headless:
         print("(no desktop here: the headless agent runs)", flush=True)
-        from app import agent
+        from app.agent import headless
 
-        return agent.run(store=store)
+        return headless.run(store=store)
     from app.ui.app import run as run_app
 
     return run_app(store=store)

@@ -226,7 +226,7 @@ def _kubeconfig_flag(req: CredentialRequest) -> str | None:
     """``kubectl --kubeconfig FILE``: the file, read from the running kubectl (local only)."""
     if req.caller.remote:
         return None
-    from app.broker.peer import kubeconfig_flag
+    from app.agent.peer import kubeconfig_flag
 
     return kubeconfig_flag(req.caller.parent_pid)
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from app import compose, installation
-from app.broker import client
+from app.agent import client
 from app.errors import AppError, UsageError
 from app.kubeconfig import edit as edits
 from app.kubeconfig import records, secure

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from app.agent.peer import ssh_destination
 from app.broker.broker import utcnow
 from app.broker.consent import Consent, ConsentRefused
-from app.broker.peer import ssh_destination
 from app.model import Decision, Question, Standing
 from app.usecases.get_credential import _refuse_desktop_paths, _remote_env
 from exec_helper import options

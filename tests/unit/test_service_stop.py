@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from app.agent.service import Service
 from app.broker.broker import Broker, utcnow
 from app.broker.logins import Logins
 from app.broker.registry import Registry
-from app.broker.service import Service
 from app.static_credentials import StoredCredentials
 from app.store.memory_store import MemorySecretStore
 
@@ -46,7 +46,7 @@ def test_kubetray_stop_reads_a_reset_while_the_agent_closes_as_stopping(
     backlog: that connection is reset. It means "closing", not a failed stop (seen in a loaded
     full run as 'error: lost the connection to the kubetray agent: Connection reset by peer')."""
     from app import cli
-    from app.broker import client
+    from app.agent import client
     from app.errors import AgentNotRunning, AppError
 
     answers: list[object] = [

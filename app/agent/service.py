@@ -13,7 +13,8 @@ from datetime import datetime
 from typing import Any
 
 from app import __version__
-from app.broker import consent, peer
+from app.agent import peer
+from app.broker import consent
 from app.broker.broker import Broker
 from app.errors import AppError
 from app.model import CallRecord

@@ -16,7 +16,7 @@ import threading
 
 assert sys.platform != "win32"  # tells mypy the rest is Unix-only
 
-from app.broker.ipc_server import Peer
+from app.agent.server import Peer
 from app.errors import AgentRunning, AppError
 from exec_helper import paths
 from exec_helper.errors import UnsafeRuntimeDir

@@ -16,7 +16,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from app.broker.service import Service, bad_request
+from app.agent.service import Service, bad_request
 from exec_helper import protocol
 
 log = logging.getLogger(__name__)

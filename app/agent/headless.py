@@ -1,4 +1,4 @@
-"""``kubetray agent``: the headless broker in the foreground, serving kubetray-exec."""
+"""``kubetray agent``: the headless agent in the foreground, serving kubetray-exec."""
 
 import logging
 import signal

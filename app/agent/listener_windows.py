@@ -12,7 +12,7 @@ from ctypes import wintypes
 
 assert sys.platform == "win32"  # tells mypy the rest is Windows-only
 
-from app.broker.ipc_server import Peer
+from app.agent.server import Peer
 from app.errors import AgentRunning
 from exec_helper.transport_windows import (
     PipeConnection,
