@@ -239,7 +239,7 @@ def cmd_forget(args: argparse.Namespace) -> int:
             f"no stored credential or OIDC identity named {args.name!r}",
             "kubetray status lists them",
         )
-    print(str(result.get("stdout") or f"forgot {args.name}\n"), end="")
+    print(f"logged out of {args.name} and removed it")
     return 0
 
 
@@ -255,8 +255,9 @@ def _when(iso: str | None, now: datetime) -> str:
     return f"{when:%Y-%m-%d %H:%M} UTC (in {rel})"
 
 
-def _agent_call(op: str, **fields: Any) -> int:
-    """A request that needs the agent (started on demand, like kubetray-exec does)."""
+def _agent_call(op: str, say: Callable[[dict[str, Any]], str], **fields: Any) -> int:
+    """A request that needs the agent (started on demand, like kubetray-exec does); ``say``
+    words its JSON outcome for the console."""
     from app.agent import client
     from exec_helper.agent_start import start_agent_for_cli
     from exec_helper.errors import HelperError
@@ -269,12 +270,39 @@ def _agent_call(op: str, **fields: Any) -> int:
         except HelperError as e:
             raise AppError(str(e)) from None
         result = client.call(op, talk=True, **fields)
-    if result.get("stdout"):
-        print(result["stdout"], end="")
-    if result.get("stderr"):
-        print(f"error: {result['stderr']}", file=sys.stderr)
     code = result.get("exit")
+    if code == 0:
+        print(say(_outcome(result)))
+    elif result.get("stderr"):
+        print(f"error: {result['stderr']}", file=sys.stderr)
     return code if isinstance(code, int) else 1
+
+
+def _outcome(result: dict[str, Any]) -> dict[str, Any]:
+    try:
+        doc = json.loads(result.get("stdout") or "{}")
+    except ValueError:
+        doc = None
+    if not isinstance(doc, dict):
+        raise AppError(
+            "the kubetray agent's answer is not what this kubetray expects",
+            "restart it: kubetray stop",
+        )
+    return doc
+
+
+def _logged_in(doc: dict[str, Any]) -> str:
+    until = datetime.fromisoformat(str(doc["until"])).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return f"logged in to {doc['name']} as {doc['who']} (token valid until {until})"
+
+
+def _logged_out(doc: dict[str, Any]) -> str:
+    said = (
+        "the refresh token is revoked at the provider"
+        if doc.get("revoked")
+        else f"the refresh token is not revoked: {doc.get('reason')}"
+    )
+    return f"logged out of {doc['name']} (tokens forgotten here); {said}"
 
 
 def cmd_login(args: argparse.Namespace) -> int:
@@ -291,16 +319,23 @@ def cmd_login(args: argparse.Namespace) -> int:
             "name an identity (kubetray status lists them) or give kubetray-exec flags"
         )
     return _agent_call(
-        "login", name=args.name or "", args=flags, force=args.force, interactive=sys.stdin.isatty()
+        "login",
+        _logged_in,
+        name=args.name or "",
+        args=flags,
+        force=args.force,
+        interactive=sys.stdin.isatty(),
     )
 
 
 def cmd_logout(args: argparse.Namespace) -> int:
-    return _agent_call("logout", name=args.name)
+    return _agent_call("logout", _logged_out, name=args.name)
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
-    return _agent_call("cancel", name=args.name)
+    return _agent_call(
+        "cancel", lambda doc: f"cancelled the login to {doc['name']}", name=args.name
+    )
 
 
 def _who(row: IdentityStatus) -> str:

@@ -2,27 +2,32 @@
 
 import os
 import sys
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from app.agent.server import IPCServer, Listener
 from app.agent.service import Service
-from app.broker.broker import Broker, utcnow
+from app.broker.broker import Broker, no_contexts, utcnow
 from app.broker.consent import Consent
 from app.broker.logins import Logins
 from app.broker.registry import Registry
+from app.model import ContextUse
 from app.oidc.browser import Browser
 from app.static_credentials import StoredCredentials
 from app.store import choice, keyring_store
 from app.store.choice import StoreChoice
 from app.store.keyring_store import KeyringSecretStore
 from app.store.secret_store import SecretStore
+from app.usecases.account import Account
+from app.usecases.get_credential import GetCredential, no_flag
 from exec_helper import paths
 
 if TYPE_CHECKING:
     from app.kubeconfig.backups import Backups
+    from app.oidc.client import OIDCClient
+    from app.oidc.settings import OIDCSettings
 
 
 def secret_store(timeout: float = keyring_store.TIMEOUT) -> SecretStore:
@@ -71,14 +76,69 @@ def listener() -> Listener:
 
 
 @dataclass
+class Core:
+    """The Qt-free core, wired: what the agent's service and the tray's controller use."""
+
+    broker: Broker
+    logins: Logins
+    account: Account
+    get_credential: GetCredential
+
+    def start(self) -> None:
+        """Start its threads: refresh ahead, and the first read of every identity's tokens."""
+        self.logins.start()
+
+    def stop(self) -> None:
+        self.logins.stop()
+
+
+def core(
+    store: SecretStore,
+    stored: StoredCredentials,
+    config_dir: str,
+    *,
+    clock: Callable[[], datetime] = utcnow,
+    browser: Callable[[str | None], Browser] = Browser,
+    client: "Callable[[OIDCSettings, Callable[[], datetime]], OIDCClient] | None" = None,
+    contexts: Callable[[str | None], dict[str, list[ContextUse]]] = no_contexts,
+    consent: Consent | None = None,
+    kubeconfig_flag: Callable[[int | None], str | None] = no_flag,
+) -> Core:
+    """Registry, logins, broker and use cases over ``store`` (tokens) and ``stored`` (static
+    credentials), with the index in ``config_dir``. Tests pass fakes for the rest."""
+    registry = Registry(
+        os.path.join(config_dir, "identities.json"),
+        reserved=lambda: [s.name for s in stored.list()],
+    )
+    logins = Logins(store, registry, clock=clock, browser=browser, client=client)
+    broker = Broker(stored, registry, logins, clock, contexts, consent)
+    get = GetCredential(broker, clock, kubeconfig_flag)
+    return Core(broker, logins, Account(broker), get)
+
+
+@dataclass
 class Agent:
     """The agent's parts: what the headless agent serves and what the tray also shows."""
 
     server: IPCServer
     service: Service
-    broker: Broker
-    logins: Logins
+    core: Core
     store: StoreChoice
+
+    @property
+    def broker(self) -> Broker:
+        return self.core.broker
+
+    @property
+    def logins(self) -> Logins:
+        return self.core.logins
+
+    def start(self) -> None:
+        """Start the core's threads; the listener is opened by whoever serves it."""
+        self.core.start()
+
+    def stop(self) -> None:
+        self.core.stop()
 
 
 def agent(
@@ -86,12 +146,14 @@ def agent(
     default_browser: Callable[[], str] | None = None,
     store_kind: str | None = None,
 ) -> Agent:
-    """Broker, logins, service and listener, wired (the listener is not open yet).
+    """The core, its service and the listener, wired; nothing runs until ``start()`` and the
+    listener is opened.
 
     ``store`` (tests) stands for the keyring; otherwise ``store_kind`` or the setting picks
     where tokens live. Stored credentials always use the keyring: they must persist.
     ``default_browser`` gives the browser command for identities that name none (a setting).
     """
+    from app.agent import peer
     from app.kubeconfig.uses import contexts_by_identity
 
     tokens = StoreChoice(store, choice.KEYRING, None) if store else token_store(store_kind)
@@ -99,18 +161,17 @@ def agent(
     def browser(command: str | None) -> Browser:
         return Browser(command or (default_browser() if default_browser else None) or None)
 
-    stored = stored_credentials(store)
-    registry = Registry(
-        os.path.join(paths.config_dir(), "identities.json"),
-        reserved=lambda: [s.name for s in stored.list()],
+    parts = core(
+        tokens.store,
+        stored_credentials(store),
+        paths.config_dir(),
+        browser=browser,
+        contexts=contexts_by_identity,
+        consent=remote_hosts(),
+        kubeconfig_flag=peer.kubeconfig_flag,
     )
-    logins = Logins(tokens.store, registry, clock=utcnow, browser=browser)
-    logins.notice = tokens.notice
-    threading.Thread(target=logins.load_known, name="load-identities", daemon=True).start()
-    broker = Broker(
-        stored, registry, logins=logins, contexts=contexts_by_identity, consent=remote_hosts()
-    )
+    parts.logins.notice = tokens.notice
     lst = listener()
-    service = Service(broker, clock=utcnow, socket=lst.address)
+    service = Service(parts.broker, parts.get_credential, parts.account, socket=lst.address)
     service.facts = {"store": tokens.kind, "store_notice": tokens.notice}
-    return Agent(IPCServer(lst, service), service, broker, logins, tokens)
+    return Agent(IPCServer(lst, service), service, parts, tokens)

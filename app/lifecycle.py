@@ -16,16 +16,12 @@ SETTLE = 0.3
 
 def in_flight(logins: Logins) -> list[str]:
     """Names of the identities with a login in progress."""
-    return [st.identity.name for st in logins.known() if st.login is not None]
+    return [login.name for login in logins.in_flight()]
 
 
-def end_logins(logins: Logins, verb: str, timeout: float = 3.0) -> None:
+def end_logins(logins: Logins, verb: str) -> None:
     """Fail every login in flight with one clear line, and give its callers time to hear it."""
-    pending = [st.login for st in logins.known() if st.login is not None]
-    for login in pending:
-        if login is not None:
-            login.abort(f"kubetray was {verb} while waiting for the login to {login.name}")
-    if pending:
+    if logins.abort_all(f"kubetray was {verb}"):
         time.sleep(SETTLE)
 
 

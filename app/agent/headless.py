@@ -22,6 +22,7 @@ def run(store: str | None = None) -> int:
     parts = compose.agent(store_kind=store)
     server = parts.server
     server.listener.open()
+    parts.start()
 
     def shutdown() -> None:
         lifecycle.end_logins(parts.logins, "stopped")
@@ -53,5 +54,5 @@ def run(store: str | None = None) -> int:
             serving.join(0.5)
     finally:
         server.listener.close()
-        parts.logins.stop()
+        parts.stop()
     return 0

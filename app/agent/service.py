@@ -1,4 +1,4 @@
-"""The agent's requests: decode, ask the broker, encode. One function per request.
+"""The agent's requests: decode, run the use case (or ask the broker), encode.
 
 Frames to kubetray-exec stay flat (see exec_helper.protocol); the helper prints ``stdout``
 and ``stderr`` as given and exits with ``exit``.
@@ -9,7 +9,6 @@ import logging
 import os
 from collections.abc import Callable
 from dataclasses import asdict
-from datetime import datetime
 from typing import Any
 
 from app import __version__
@@ -18,7 +17,7 @@ from app.broker import consent
 from app.broker.broker import Broker
 from app.errors import AppError
 from app.model import CallRecord
-from app.oidc.settings import OIDCSettings
+from app.usecases.account import Account
 from app.usecases.get_credential import CredentialRequest, GetCredential
 from exec_helper import options, protocol
 
@@ -152,10 +151,10 @@ def _result(exit_code: int, stdout: str = "", stderr: str = "") -> dict[str, Any
 class Service:
     """Dispatches IPC requests to the broker."""
 
-    def __init__(self, broker: Broker, clock: Callable[[], datetime], socket: str) -> None:
+    def __init__(self, broker: Broker, get: GetCredential, account: Account, socket: str) -> None:
         self._broker = broker
-        self._clock = clock
-        self._get = GetCredential(broker, clock)
+        self._get = get
+        self._account_actions = account
         self._socket = socket
         self.on_show: Callable[[], None] | None = None
         """Set by the tray: a second `kubetray` asks the running one to show itself."""
@@ -260,64 +259,32 @@ class Service:
         send(_result(code, stdout=out, stderr=err))
 
     def _account(self, op: str, request: dict[str, Any], send: Send, receive: Receive) -> None:
-        """kubetray login / logout / cancel NAME (or, for login, kubetray-exec flags)."""
-        logins = self._broker.logins
+        """kubetray login / logout / cancel / forget NAME (or, for login, kubetray-exec flags).
+
+        The outcome goes back as JSON; the words for it are the CLI's.
+        """
         name = _str(request, "name")
         args = _strings(request, "args")
         interactive, force = _flag(request, "interactive"), _flag(request, "force")
+        doc: dict[str, Any] = {"name": name}
         try:
-            if logins is None:
-                raise AppError("OIDC is not enabled in this agent")
             if op == "login":
                 conv = CallerConversation(send, receive, interactive, visible=True)
-                settings = None
-                if args:
-                    opts = options.resolve(list(args))
-                    st = self._broker.identity(opts)
-                    if st.settings is None:
-                        raise AppError(
-                            f"{st.identity.name} is a stored credential: nothing to log in to"
-                        )
-                    settings = OIDCSettings.from_options(opts)
-                else:
-                    found = logins.find(name)
-                    if found is None:
-                        raise AppError(
-                            f"no OIDC identity named {name!r}",
-                            "kubetray status lists them; or give the kubetray-exec flags",
-                        )
-                    st = found
-                tokens = logins.token(st, conv, explicit=True, relogin=force, settings=settings)
-                until = tokens.expires_at.strftime("%Y-%m-%d %H:%M:%S UTC")
-                send(
-                    _result(
-                        0,
-                        stdout=f"logged in to {st.identity.name} as {tokens.who()} "
-                        f"(token valid until {until})\n",
-                    )
-                )
-            elif op == "forget":
-                if not logins.forget(name):
-                    raise AppError(f"no OIDC identity named {name!r}", "kubetray status lists them")
-                send(_result(0, stdout=f"logged out of {name} and removed it\n"))
+                done = self._account_actions.log_in(conv, name, args, force)
+                doc = {"name": done.name, "who": done.who, "until": done.until.isoformat()}
             elif op == "logout":
-                outcome = logins.logout(name)
-                if outcome is None:
-                    raise AppError(f"no OIDC identity named {name!r}", "kubetray status lists them")
-                said = (
-                    "the refresh token is revoked at the provider"
-                    if outcome.revoked
-                    else f"the refresh token is not revoked: {outcome.reason}"
-                )
-                send(_result(0, stdout=f"logged out of {name} (tokens forgotten here); {said}\n"))
+                outcome = self._account_actions.log_out(name)
+                doc.update(revoked=outcome.revoked, reason=outcome.reason)
+            elif op == "forget":
+                self._account_actions.forget(name)
             else:
-                if not logins.cancel(name):
-                    raise AppError(f"no login in progress for {name!r}")
-                send(_result(0, stdout=f"cancelled the login to {name}\n"))
+                self._account_actions.cancel(name)
         except options.OptionsError as e:
             send(_result(2, stderr=str(e)))
         except AppError as e:
             send(_result(e.exit_code, stderr=e.one_line()))
+        else:
+            send(_result(0, stdout=self._json(doc)))
 
     def _get_credential(
         self, request: dict[str, Any], pid: int | None, send: Send, receive: Receive

@@ -1,18 +1,20 @@
 """The broker: which identity a request names, its credential, and every identity's status.
 
-Qt-free and transport-free: the IPC service calls it, the tray calls it through its
-controller, tests call it. ``get_credential`` is the story of one kubectl call.
+Qt-free and transport-free: the use cases call it. It owns each identity's usage (calls, last
+use, clusters, last error, a stored credential's cached copy) under its lock; the OIDC session
+is Logins', the names the Registry's.
 """
 
 import threading
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from app.broker.consent import Consent
 from app.broker.flight import Conversation
-from app.broker.logins import Logins, no_id_token_note
-from app.broker.registry import IdentityState, Registry
+from app.broker.logins import Logins, SessionView, no_id_token_note
+from app.broker.registry import Entry, Registry
 from app.errors import CredentialError, UsageError
 from app.model import OIDC, STORED, CallRecord, ContextUse, Credential, IdentityStatus, State
 from app.oidc.settings import OIDCSettings
@@ -30,7 +32,22 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-def _no_contexts(_kubeconfig: str | None = None) -> dict[str, list[ContextUse]]:
+@dataclass(eq=False)
+class _Usage:
+    """What the broker knows of one identity's use (guarded by the broker's lock, but
+    ``credential``, which ``read`` guards: one store read for all concurrent callers)."""
+
+    calls: int = 0
+    last_used: datetime | None = None
+    clusters: set[str] = field(default_factory=set)
+    last_error: str | None = None
+    credential: Credential | None = None
+    """A stored credential as last read from the store."""
+    read: threading.Lock = field(default_factory=threading.Lock)
+
+
+def no_contexts(_kubeconfig: str | None = None) -> dict[str, list[ContextUse]]:
+    """No kubeconfig view: identities are named from their settings alone."""
     return {}
 
 
@@ -43,7 +60,7 @@ class Broker:
         registry: Registry,
         logins: Logins | None = None,
         clock: Callable[[], datetime] = utcnow,
-        contexts: Callable[[str | None], dict[str, list[ContextUse]]] = _no_contexts,
+        contexts: Callable[[str | None], dict[str, list[ContextUse]]] = no_contexts,
         consent: Consent | None = None,
     ) -> None:
         """``contexts(KUBECONFIG)`` maps identity keys to the kubeconfig contexts that use
@@ -56,6 +73,7 @@ class Broker:
         self._contexts = contexts
         self.consent = consent
         self._lock = threading.Lock()
+        self._usage: dict[str, _Usage] = {}
         self._records: deque[CallRecord] = deque(maxlen=MAX_RECORDS)
         self.started = clock()
 
@@ -63,7 +81,7 @@ class Broker:
 
     def identity(
         self, opts: HelperOptions, kubeconfig: str | Callable[[], str | None] | None = None
-    ) -> IdentityState:
+    ) -> Entry:
         """The identity a request names: a stored credential, or an OIDC login.
 
         ``kubeconfig``: the caller's kubeconfig (KUBECONFIG, or a function finding it), where a
@@ -94,11 +112,18 @@ class Broker:
             return users.pop()
         return uses[0].context if uses else settings.fallback_name
 
-    # -- the story of one call --------------------------------------------------------------
+    def _use(self, st: Entry) -> _Usage:
+        with self._lock:
+            usage = self._usage.get(st.identity.key)
+            if usage is None:
+                usage = self._usage[st.identity.key] = _Usage()
+            return usage
+
+    # -- one call ---------------------------------------------------------------------------
 
     def get_credential(
         self,
-        st: IdentityState,
+        st: Entry,
         opts: HelperOptions,
         conv: Conversation,
         cluster: str | None = None,
@@ -108,30 +133,47 @@ class Broker:
 
         ``skip_cache``: the client got a 401 with the last one (or ``--force-refresh``).
         """
-        self._note_use(st, cluster)
+        usage = self._note_use(st, cluster)
         skip_cache = skip_cache or opts.force_refresh
         try:
             if st.identity.kind == OIDC:
                 credential = self._oidc_credential(st, opts, conv, skip_cache)
             else:
-                credential = self._stored_credential(st, skip_cache)
+                credential = self._stored_credential(st, usage, skip_cache)
         except Exception as e:
-            st.last_error = getattr(e, "message", None) or str(e)
+            with self._lock:
+                usage.last_error = getattr(e, "message", None) or str(e)
             if st.identity.kind != OIDC:
-                self.registry.forget_unserved(MAX_UNSERVED)
+                self._forget_unserved()
             raise
-        st.last_error = None
+        with self._lock:
+            usage.last_error = None
         return credential
 
-    def _note_use(self, st: IdentityState, cluster: str | None) -> None:
+    def _note_use(self, st: Entry, cluster: str | None) -> _Usage:
+        usage = self._use(st)
         with self._lock:
-            st.calls += 1
-            st.last_used = self._clock()
-            if cluster and len(st.clusters) < MAX_CLUSTERS:
-                st.clusters.add(cluster)
+            usage.calls += 1
+            usage.last_used = self._clock()
+            if cluster and len(usage.clusters) < MAX_CLUSTERS:
+                usage.clusters.add(cluster)
+        return usage
+
+    def _forget_unserved(self) -> None:
+        """Keep only the newest MAX_UNSERVED stored names that never served (typos, probes):
+        what callers name must not grow the agent without bound."""
+        with self._lock:
+            unserved = [
+                key
+                for key, u in self._usage.items()
+                if key.startswith("stored:") and u.credential is None and u.last_error
+            ][:-MAX_UNSERVED]
+            for key in unserved:
+                del self._usage[key]
+        self.registry.drop(unserved)
 
     def _oidc_credential(
-        self, st: IdentityState, opts: HelperOptions, conv: Conversation, skip_cache: bool
+        self, st: Entry, opts: HelperOptions, conv: Conversation, skip_cache: bool
     ) -> Credential:
         if self.logins is None:
             raise CredentialError(f"login required for {st.identity.name}", "OIDC is not enabled")
@@ -151,12 +193,12 @@ class Broker:
             subject=tokens.who(),
         )
 
-    def _stored_credential(self, st: IdentityState, skip_cache: bool) -> Credential:
-        with st.lock:  # one store read for all concurrent callers
-            credential = st.credential
+    def _stored_credential(self, st: Entry, usage: _Usage, skip_cache: bool) -> Credential:
+        with usage.read:  # one store read for all concurrent callers
+            credential = usage.credential
             if credential is None or skip_cache:
                 stored = self._stored.load(st.identity.name)
-                credential = st.credential = Credential(
+                credential = usage.credential = Credential(
                     token=stored.token,
                     certificate_pem=stored.certificate_pem,
                     key_pem=stored.key_pem,
@@ -173,9 +215,11 @@ class Broker:
 
     def invalidate(self, name: str) -> None:
         """Forget a cached stored credential (it was stored again or removed)."""
-        st = self.registry.get(f"stored:{name}")
-        if st is not None:
-            st.credential = None
+        with self._lock:
+            usage = self._usage.get(f"stored:{name}")
+        if usage is not None:
+            with usage.read:
+                usage.credential = None
 
     # -- records and status -----------------------------------------------------------------
 
@@ -224,12 +268,13 @@ class Broker:
                 )
         return out
 
-    def _stored_status(
-        self, st: IdentityState, now: datetime, contexts: tuple[str, ...]
-    ) -> IdentityStatus:
-        cred = st.credential
+    def _stored_status(self, st: Entry, now: datetime, contexts: tuple[str, ...]) -> IdentityStatus:
+        usage = self._use(st)
+        with self._lock:
+            cred, error, calls = usage.credential, usage.last_error, usage.calls
+            last_used, clusters = usage.last_used, tuple(sorted(usage.clusters))
         expires = cred.expires if cred else None
-        if st.last_error:
+        if error:
             state = State.ERROR
         elif expires and expires <= now:
             state = State.EXPIRED
@@ -247,21 +292,25 @@ class Broker:
             state=state,
             expires=expires.isoformat() if expires else None,
             subject=(cred.subject if cred else None) or (info.subject if info else None),
-            calls=st.calls,
-            last_used=st.last_used.isoformat() if st.last_used else None,
-            clusters=tuple(sorted(st.clusters)),
+            calls=calls,
+            last_used=last_used.isoformat() if last_used else None,
+            clusters=clusters,
             contexts=contexts,
-            error=st.last_error,
+            error=error,
         )
 
-    def _oidc_status(
-        self, st: IdentityState, now: datetime, contexts: tuple[str, ...]
-    ) -> IdentityStatus:
+    def _oidc_status(self, st: Entry, now: datetime, contexts: tuple[str, ...]) -> IdentityStatus:
         assert st.settings is not None
-        tokens = st.tokens
         margin = self.logins.margin if self.logins else None
-        blocked = st.blocked_reason if st.blocked_until and now < st.blocked_until else None
-        if st.login is not None:
+        session = (
+            self.logins.view(st, now) if self.logins else SessionView(None, False, None, 0, None)
+        )
+        usage = self._use(st)
+        with self._lock:
+            error, calls = usage.last_error, usage.calls
+            last_used, clusters = usage.last_used, tuple(sorted(usage.clusters))
+        tokens = session.tokens
+        if session.logging_in:
             state = State.LOGGING_IN
         elif tokens is not None and tokens.expires_at > now:
             fresh = tokens.fresh(now, margin) if margin else True
@@ -279,12 +328,12 @@ class Broker:
             issuer=st.settings.issuer,
             client_id=st.settings.client_id,
             refreshable=bool(tokens and tokens.refresh_token),
-            refreshes=st.refreshes,
-            refreshed_at=st.refreshed_at.isoformat() if st.refreshed_at else None,
-            calls=st.calls,
-            last_used=st.last_used.isoformat() if st.last_used else None,
-            clusters=tuple(sorted(st.clusters)),
+            refreshes=session.refreshes,
+            refreshed_at=session.refreshed_at.isoformat() if session.refreshed_at else None,
+            calls=calls,
+            last_used=last_used.isoformat() if last_used else None,
+            clusters=clusters,
             contexts=contexts,
-            error=blocked or st.last_error,
+            error=session.blocked or error,
             note=no_id_token_note(tokens, st.settings),
         )

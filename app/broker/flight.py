@@ -10,6 +10,7 @@
 import logging
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Protocol
 
@@ -19,7 +20,6 @@ from app.oidc.errors import LoginError
 from app.oidc.tokens import TokenSet
 
 if TYPE_CHECKING:
-    from app.broker.registry import IdentityState
     from app.oidc.settings import OIDCSettings
 
 log = logging.getLogger(__name__)
@@ -146,61 +146,119 @@ class Login:
         return self.result
 
 
-def blocked_reason(
-    st: "IdentityState", now: datetime, settings: "OIDCSettings | None" = None
-) -> str | None:
-    """Why a new login for ``st`` would not start now (a recent failure), or None.
+@dataclass(frozen=True)
+class _Block:
+    until: datetime
+    reason: str
+    settings: "OIDCSettings"
+    """The settings the failed login used: callers that reach the provider otherwise (another
+    CA, another listen address) are not blocked by it."""
 
-    A failure blocks only callers that reach the provider the same way: a kubeconfig with the
-    right CA is not held back by one without it.
+
+class Flights:
+    """Every identity's login in flight and its block after a failure, by identity key.
+
+    The one owner of both, under its own lock. Logins decides when a login starts (under the
+    identity's session lock, so there is one at a time); this keeps it, runs it and blocks.
     """
-    if st.blocked_for is not None and settings is not None and settings != st.blocked_for:
-        return None
-    if st.blocked_until and now < st.blocked_until:
-        return st.blocked_reason or "failed"
-    return None
 
+    def __init__(self, clock: Callable[[], datetime]) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._logins: dict[str, Login] = {}
+        self._blocks: dict[str, _Block] = {}
 
-def run(
-    st: "IdentityState",
-    settings: "OIDCSettings",
-    login: Login,
-    work: Callable[[Login], TokenSet],
-    keep: Callable[[TokenSet], None],
-    clock: Callable[[], datetime],
-    finished: Callable[[AppError | None], None],
-) -> None:
-    """Run ``work`` as the login of ``st`` on its own thread (a caller that hangs up does not
-    cancel it for the others); ``keep`` saves the tokens under the identity's lock."""
+    def current(self, key: str) -> Login | None:
+        """The login in flight for ``key``, if any."""
+        with self._lock:
+            return self._logins.get(key)
 
-    def target() -> None:
-        try:
-            tokens = work(login)
-            with st.lock:
+    def in_flight(self) -> list[Login]:
+        """Every login in flight."""
+        with self._lock:
+            return list(self._logins.values())
+
+    def abort_all(self, reason: str) -> int:
+        """End every login in flight: each waiter hears ``reason`` and the identity's name."""
+        pending = self.in_flight()
+        for login in pending:
+            login.abort(f"{reason} while waiting for the login to {login.name}")
+        return len(pending)
+
+    def cancel(self, key: str) -> bool:
+        """Cancel the login in flight for ``key`` (its waiters are told it was cancelled)."""
+        login = self.current(key)
+        if login is None:
+            return False
+        login.cancelled.set()
+        return True
+
+    def blocked_reason(
+        self, key: str, now: datetime, settings: "OIDCSettings | None" = None
+    ) -> str | None:
+        """Why a new login for ``key`` would not start now (a recent failure), or None.
+
+        A failure blocks only callers that reach the provider the same way: a kubeconfig with
+        the right CA is not held back by one without it. No ``settings``: any block (status).
+        """
+        with self._lock:
+            block = self._blocks.get(key)
+        if block is None or now >= block.until:
+            return None
+        if settings is not None and settings != block.settings:
+            return None
+        return block.reason
+
+    def unblock(self, key: str) -> None:
+        """Let the next caller start a login at once (the tokens were forgotten)."""
+        with self._lock:
+            self._blocks.pop(key, None)
+
+    def forget(self, key: str) -> None:
+        """The identity is removed: cancel its login and drop its block."""
+        self.cancel(key)
+        self.unblock(key)
+
+    def begin(self, key: str, login: Login) -> None:
+        """``login`` is the login of ``key`` from now on (the caller made sure none was)."""
+        with self._lock:
+            self._logins[key] = login
+
+    def run(
+        self,
+        key: str,
+        settings: "OIDCSettings",
+        login: Login,
+        work: Callable[[Login], TokenSet],
+        keep: Callable[[TokenSet], None],
+        finished: Callable[[AppError | None], None],
+    ) -> None:
+        """Run ``work`` as the login of ``key`` on its own thread (a caller that hangs up does
+        not cancel it for the others); ``keep`` saves the tokens it brings. ``begin`` first."""
+
+        def target() -> None:
+            try:
+                tokens = work(login)
                 keep(tokens)
-                st.blocked_until = st.blocked_reason = st.blocked_for = None
-            login.result = tokens
-            login.show(f"Logged in to {st.identity.name} as {tokens.who()}.")
-        except AppError as e:
-            login.error = login.error or e  # abort() has told the callers already
-            _block(st, settings, clock, f"failed: {e.message}")
-        except Exception as e:
-            log.exception("login of %s failed", st.identity.name)
-            login.error = AppError(f"the login to {st.identity.name} failed: {type(e).__name__}")
-            _block(st, settings, clock, "failed")
-        finally:
-            with st.lock:
-                st.login = None
-            login.done.set()
-            finished(login.error)
+                self.unblock(key)
+                login.result = tokens
+                login.show(f"Logged in to {login.name} as {tokens.who()}.")
+            except AppError as e:
+                login.error = login.error or e  # abort() has told the callers already
+                self._block(key, settings, f"failed: {e.message}")
+            except Exception as e:
+                log.exception("login of %s failed", login.name)
+                login.error = AppError(f"the login to {login.name} failed: {type(e).__name__}")
+                self._block(key, settings, "failed")
+            finally:
+                with self._lock:
+                    if self._logins.get(key) is login:
+                        del self._logins[key]
+                login.done.set()
+                finished(login.error)
 
-    threading.Thread(target=target, name=f"login-{st.identity.name}", daemon=True).start()
+        threading.Thread(target=target, name=f"login-{login.name}", daemon=True).start()
 
-
-def _block(
-    st: "IdentityState", settings: "OIDCSettings", clock: Callable[[], datetime], reason: str
-) -> None:
-    with st.lock:
-        st.blocked_until = clock() + BLOCK_AFTER_FAILURE
-        st.blocked_reason = reason
-        st.blocked_for = settings
+    def _block(self, key: str, settings: "OIDCSettings", reason: str) -> None:
+        with self._lock:
+            self._blocks[key] = _Block(self._clock() + BLOCK_AFTER_FAILURE, reason, settings)

@@ -1,7 +1,9 @@
-"""OIDC tokens of every identity: served from memory, refreshed ahead, or from a shared login.
+"""OIDC sessions: every identity's tokens, served from memory, refreshed ahead, or from a login.
 
-* ``token()`` is the story of one caller: fresh tokens from memory (no lock); else, under the
-  identity's lock, the secret store, a refresh, or the identity's one login (app.broker.flight).
+* Logins owns each OIDC identity's session (tokens, provider clients, refresh figures) under
+  the session's lock, and its login in flight through Flights (app.broker.flight).
+* ``token()``: fresh tokens from memory (no lock); else, under the session's lock, the secret
+  store, a refresh, or the identity's one login.
 * Refreshes happen under the identity's lock, one at a time, and the rotated refresh token is
   in the store before anyone uses it. Two refreshes racing would present a rotated token, and a
   strict provider revokes the whole grant for that.
@@ -11,14 +13,15 @@
 
 import hashlib
 import logging
+import threading
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Protocol
 
-from app.broker import flight
-from app.broker.flight import Conversation, Login, LoginRequired
+from app.broker.flight import Conversation, Flights, Login, LoginRequired
 from app.broker.refresh import RefreshScheduler
-from app.broker.registry import IdentityState, Registry
+from app.broker.registry import Entry, Registry
 from app.errors import AppError, SecretLost
 from app.model import Identity
 from app.oidc.browser import Browser, remote_grant
@@ -30,13 +33,40 @@ from app.store.secret_store import SecretStore
 if TYPE_CHECKING:
     from app.oidc.client import OIDCClient
 
-__all__ = ["Conversation", "Login", "LoginObserver", "LoginRequired", "Logins"]
+__all__ = ["Conversation", "Login", "LoginObserver", "LoginRequired", "Logins", "SessionView"]
 
 log = logging.getLogger(__name__)
 
 RETRY_REFRESH = timedelta(seconds=30)
 MAX_CLIENTS = 8
 """Provider clients kept per identity (one per way of reaching the provider)."""
+
+
+@dataclass(eq=False)
+class _Session:
+    """One OIDC identity's tokens and provider clients. ``lock`` serialises reading the store,
+    refreshing and starting a login; ``tokens`` is read without it on the hot path."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    clients: "dict[OIDCSettings, OIDCClient]" = field(default_factory=dict)
+    """Provider clients by the settings they reach it with (CAs, proxy, listen addresses)."""
+    tokens: TokenSet | None = None
+    loaded: bool = False
+    """``tokens`` reflects the secret store (read once, then kept in step)."""
+    refreshes: int = 0
+    refreshed_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class SessionView:
+    """What status shows of an OIDC session, read at one moment."""
+
+    tokens: TokenSet | None
+    logging_in: bool
+    blocked: str | None
+    """Why a new login would not start now (a recent failure), or None."""
+    refreshes: int
+    refreshed_at: datetime | None
 
 
 class LoginObserver(Protocol):
@@ -57,7 +87,7 @@ def _store_key(key: str) -> str:
 
 
 class Logins:
-    """Every OIDC identity of this agent."""
+    """Every OIDC identity of this agent: its session, its login, its refresh ahead."""
 
     def __init__(
         self,
@@ -79,7 +109,19 @@ class Logins:
         """A desktop app (the tray) hosts these logins: it can always show and ask."""
         self.notice: str | None = None
         """Said once, at the first login (that tokens are kept in memory only)."""
+        self._lock = threading.Lock()
+        self._sessions: dict[str, _Session] = {}
+        self._flights = Flights(clock)
         self._scheduler = RefreshScheduler(clock, self._refresh_if_due)
+
+    def start(self) -> None:
+        """Start refreshing ahead, and read every known identity's tokens on a worker thread
+        (keyrings can be slow), so status is true before the first call."""
+        self._scheduler.start()
+        threading.Thread(target=self.load_known, name="load-identities", daemon=True).start()
+
+    def stop(self) -> None:
+        self._scheduler.stop()
 
     # -- identities -------------------------------------------------------------------------
 
@@ -88,34 +130,42 @@ class Logins:
         settings: OIDCSettings,
         chosen: str | None = None,
         default: Callable[[], str] | None = None,
-    ) -> IdentityState:
+    ) -> Entry:
         """The identity ``settings`` log in as (see Registry.oidc)."""
         return self.registry.oidc(settings, chosen, default)
 
-    def find(self, name: str) -> IdentityState | None:
+    def find(self, name: str) -> Entry | None:
         """An OIDC identity by its name, from this run or from the index."""
         st = self.registry.find(name)
         return st if st is not None and st.settings is not None else None
 
-    def known(self) -> list[IdentityState]:
+    def known(self) -> list[Entry]:
         """OIDC identities of this run plus those remembered from earlier ones."""
         return [st for st in self.registry.known() if st.settings is not None]
 
     def load_known(self) -> None:
-        """Read every known identity's tokens, so status is true before the first call and
-        refresh-ahead resumes after a restart (run on a worker thread: keyrings can be slow)."""
+        """Read every known identity's tokens (see start)."""
         for st in self.known():
-            with st.lock:
+            session = self._session(st)
+            with session.lock:
                 try:
-                    self._load(st)
+                    self._load(st, session)
                 except AppError as e:
                     log.warning("cannot read the tokens of %s: %s", st.identity.name, e.message)
 
-    def client(self, st: IdentityState, settings: OIDCSettings | None = None) -> "OIDCClient":
+    def _session(self, st: Entry) -> _Session:
+        session = self._sessions.get(st.identity.key)
+        if session is None:
+            with self._lock:
+                session = self._sessions.setdefault(st.identity.key, _Session())
+        return session
+
+    def client(self, st: Entry, settings: OIDCSettings | None = None) -> "OIDCClient":
         """The provider client for ``settings`` (default: the identity's), made on first use."""
         settings = settings or st.settings
         assert settings is not None
-        client = st.clients.get(settings)
+        clients = self._session(st).clients
+        client = clients.get(settings)
         if client is None:
             if self._client_factory is not None:
                 client = self._client_factory(settings, self._clock)
@@ -123,15 +173,54 @@ class Logins:
                 from app.oidc.client import OIDCClient  # requests + authlib: only once used
 
                 client = OIDCClient(settings, self._clock)
-            if len(st.clients) >= MAX_CLIENTS:
-                st.clients.pop(next(iter(st.clients)))
-            st.clients[settings] = client
+            if len(clients) >= MAX_CLIENTS:
+                clients.pop(next(iter(clients)))
+            clients[settings] = client
         return client
+
+    # -- what others may know ---------------------------------------------------------------
+
+    def view(self, st: Entry, now: datetime) -> SessionView:
+        """The session of ``st`` as status shows it."""
+        session = self._session(st)
+        key = st.identity.key
+        return SessionView(
+            tokens=session.tokens,
+            logging_in=self._flights.current(key) is not None,
+            blocked=self._flights.blocked_reason(key, now),
+            refreshes=session.refreshes,
+            refreshed_at=session.refreshed_at,
+        )
+
+    def expiring(self, now: datetime, within: timedelta) -> list[tuple[str, datetime]]:
+        """(name, expiry) of tokens that expire within ``within`` and cannot be refreshed."""
+        out = []
+        for st in self.known():
+            tokens = self._session(st).tokens
+            if tokens and not tokens.refresh_token and now < tokens.expires_at <= now + within:
+                out.append((st.identity.name, tokens.expires_at))
+        return out
+
+    def stale(self, now: datetime) -> list[str]:
+        """Names of the identities whose tokens are missing or due for renewal."""
+        return [
+            st.identity.name
+            for st in self.known()
+            if not ((t := self._session(st).tokens) and t.fresh(now, self.margin))
+        ]
+
+    def in_flight(self) -> list[Login]:
+        """Every login in flight."""
+        return self._flights.in_flight()
+
+    def abort_all(self, reason: str) -> int:
+        """End every login in flight; its callers hear ``reason`` (see Flights.abort_all)."""
+        return self._flights.abort_all(reason)
 
     # -- tokens -----------------------------------------------------------------------------
 
-    def _load(self, st: IdentityState) -> None:
-        if st.loaded:
+    def _load(self, st: Entry, session: _Session) -> None:
+        if session.loaded:
             return
         try:
             data = self._store.get(_store_key(st.identity.key))
@@ -144,36 +233,38 @@ class Logins:
             if data is not None:
                 self._store.set(_store_key(st.identity.key), data)
                 self._store.delete(_store_key(st.legacy_key))
-        st.tokens = TokenSet.from_bytes(data) if data else None
-        st.loaded = True
-        self._schedule(st)
+        session.tokens = TokenSet.from_bytes(data) if data else None
+        session.loaded = True
+        self._schedule(st, session)
 
-    def _save(self, st: IdentityState, tokens: TokenSet) -> None:
+    def _save(self, st: Entry, session: _Session, tokens: TokenSet) -> None:
         # In the store before anyone uses it: a rotated refresh token must never be lost.
         self._store.set(_store_key(st.identity.key), tokens.to_bytes())
-        st.tokens = tokens
-        st.loaded = True
-        self._schedule(st)
+        session.tokens = tokens
+        session.loaded = True
+        self._schedule(st, session)
 
-    def _refresh(self, st: IdentityState, settings: OIDCSettings | None = None) -> TokenSet:
-        assert st.tokens is not None
+    def _refresh(
+        self, st: Entry, session: _Session, settings: OIDCSettings | None = None
+    ) -> TokenSet:
+        assert session.tokens is not None
         settings = settings or st.settings
         assert settings is not None
         try:
-            fresh = self.client(st, settings).refresh(st.tokens)
+            fresh = self.client(st, settings).refresh(session.tokens)
         except RefreshFailed as e:
-            self._save(st, e.tokens)  # the rotated refresh token: the old one is spent
+            self._save(st, session, e.tokens)  # the rotated refresh token: the old one is spent
             raise
-        self._save(st, fresh)
+        self._save(st, session, fresh)
         self.registry.adopt(st, settings)
-        st.refreshes += 1
-        st.refreshed_at = self._clock()
+        session.refreshes += 1
+        session.refreshed_at = self._clock()
         log.info("refreshed %s (valid until %s)", st.identity.name, fresh.expires_at)
         return fresh
 
     def token(
         self,
-        st: IdentityState,
+        st: Entry,
         conv: Conversation,
         refresh: bool = False,
         explicit: bool = False,
@@ -193,18 +284,19 @@ class Logins:
         name = st.identity.name
         settings = settings or st.settings
         assert settings is not None
-        tokens = st.tokens
+        session = self._session(st)
+        tokens = session.tokens
         if tokens and tokens.fresh(self._clock(), self.margin) and not (refresh or relogin):
             return tokens  # the hot path: no lock
-        with st.lock:
-            self._load(st)
+        with session.lock:
+            self._load(st, session)
             now = self._clock()
-            tokens = st.tokens
+            tokens = session.tokens
             if tokens and tokens.fresh(now, self.margin) and not (refresh or relogin):
                 return tokens
             if tokens and tokens.refresh_token and not relogin and _refresh_helps(tokens, settings):
                 try:
-                    tokens = self._refresh(st, settings)
+                    tokens = self._refresh(st, session, settings)
                     if tokens.fresh(now, self.margin) or (tokens.expires_at > now and not refresh):
                         return tokens
                 except LoginError as e:
@@ -218,14 +310,14 @@ class Logins:
                     f"login required for {name}",
                     f'this caller cannot wait for one; run "kubetray login {name}"',
                 )
-            login = st.login
+            login = self._flights.current(st.identity.key)
             if login is None:
                 login = self._start_login(st, settings, conv, now, explicit, auth_params or {})
             else:
                 login.join(conv)
         return login.wait(conv)
 
-    def switch_account(self, st: IdentityState, conv: Conversation) -> TokenSet:
+    def switch_account(self, st: Entry, conv: Conversation) -> TokenSet:
         """Log in again, with ``prompt=select_account`` where the provider offers it."""
         params = {}
         try:
@@ -237,16 +329,16 @@ class Logins:
 
     def _start_login(
         self,
-        st: IdentityState,
+        st: Entry,
         settings: OIDCSettings,
         conv: Conversation,
         now: datetime,
         explicit: bool,
         auth_params: dict[str, str],
     ) -> Login:
-        """Start the identity's login (caller holds its lock) with ``conv`` already joined."""
+        """Start the identity's login (caller holds its session lock) with ``conv`` joined."""
         name = st.identity.name
-        blocked = flight.blocked_reason(st, now, settings)
+        blocked = self._flights.blocked_reason(st.identity.key, now, settings)
         if blocked and not explicit:
             for observer in self.observers:
                 observer.login_required(name, blocked)
@@ -257,9 +349,10 @@ class Logins:
         browser = self._browser(settings.browser_command)
         if not self.desktop:
             _check_reachable(name, settings, conv, browser)
-        login = st.login = Login(name, browser)
+        login = Login(name, browser)
         login.origin = getattr(conv, "origin", None)
         login.auth_params = auth_params
+        self._flights.begin(st.identity.key, login)
         for observer in self.observers:
             observer.login_started(login)
         login.join(conv)  # before the login runs: its first prompt must find this caller
@@ -269,23 +362,22 @@ class Logins:
                 observer.login_finished(name, error)
 
         def keep(tokens: TokenSet) -> None:
-            self._save(st, tokens)
+            session = self._session(st)
+            with session.lock:
+                self._save(st, session, tokens)
             self.registry.adopt(st, settings)
 
-        flight.run(
-            st,
+        self._flights.run(
+            st.identity.key,
             settings,
             login,
             lambda lg: self._interactive_login(st, settings, lg),
             keep,
-            self._clock,
             finished,
         )
         return login
 
-    def _interactive_login(
-        self, st: IdentityState, settings: OIDCSettings, login: Login
-    ) -> TokenSet:
+    def _interactive_login(self, st: Entry, settings: OIDCSettings, login: Login) -> TokenSet:
         client = self.client(st, settings)
         grant = settings.grant_type
         if self.notice:
@@ -312,11 +404,7 @@ class Logins:
     def cancel(self, name: str) -> bool:
         """Cancel the login in flight for ``name``."""
         st = self.find(name)
-        login = st.login if st else None
-        if login is None:
-            return False
-        login.cancelled.set()
-        return True
+        return st is not None and self._flights.cancel(st.identity.key)
 
     def logout(self, name: str) -> Revocation | None:
         """Revoke the refresh token where possible and forget the tokens, whatever the
@@ -324,19 +412,20 @@ class Logins:
         st = self.find(name)
         if st is None:
             return None
-        with st.lock:
-            self._load(st)
+        session = self._session(st)
+        with session.lock:
+            self._load(st, session)
             outcome = Revocation(False, "there were no tokens")
-            if st.tokens is not None:
+            if session.tokens is not None:
                 try:
-                    outcome = self.client(st).revoke(st.tokens)
+                    outcome = self.client(st).revoke(session.tokens)
                 except AppError as e:
                     outcome = Revocation(False, e.message)
             if not outcome.revoked:
                 log.warning("did not revoke %s: %s", name, outcome.reason)
             self._store.delete(_store_key(st.identity.key))
-            st.tokens = None
-            st.blocked_until = None
+            session.tokens = None
+            self._flights.unblock(st.identity.key)
         return outcome
 
     def forget(self, name: str) -> bool:
@@ -344,26 +433,30 @@ class Logins:
         st = self.find(name)
         if st is None or self.logout(name) is None:
             return False
-        if st.login is not None:
-            st.login.cancelled.set()
-        self.registry.remove(st.identity.key)
+        key = st.identity.key
+        self._flights.forget(key)
+        self.registry.remove(key)
+        with self._lock:
+            self._sessions.pop(key, None)
         return True
 
     # -- refresh ahead ----------------------------------------------------------------------
 
-    def _schedule(self, st: IdentityState, when: datetime | None = None) -> None:
-        if st.tokens is None or not st.tokens.refresh_token or st.settings is None:
+    def _schedule(self, st: Entry, session: _Session, when: datetime | None = None) -> None:
+        tokens = session.tokens
+        if tokens is None or not tokens.refresh_token or st.settings is None:
             return
-        if not _refresh_helps(st.tokens, st.settings):
+        if not _refresh_helps(tokens, st.settings):
             return  # a refresh would bring no id_token: ahead of time it only costs
-        self._scheduler.schedule(st.identity.key, when or st.tokens.refresh_due(self.margin))
+        self._scheduler.schedule(st.identity.key, when or tokens.refresh_due(self.margin))
 
     def _refresh_if_due(self, key: str) -> None:
         st = self.registry.get(key)
-        if st is None or st.settings is None:
+        session = self._sessions.get(key)
+        if st is None or st.settings is None or session is None:
             return  # forgotten meanwhile
-        with st.lock:
-            tokens = st.tokens
+        with session.lock:
+            tokens = session.tokens
             if tokens is None or not tokens.refresh_token:
                 return
             if not _refresh_helps(tokens, st.settings):
@@ -372,14 +465,11 @@ class Logins:
             if now < tokens.refresh_due(self.margin):
                 return  # refreshed meanwhile: a newer entry is scheduled
             try:
-                self._refresh(st)
+                self._refresh(st, session)
             except AppError as e:
                 log.warning("refresh ahead of %s failed: %s", st.identity.name, e.message)
                 if tokens.expires_at > now:
-                    self._schedule(st, now + RETRY_REFRESH)
-
-    def stop(self) -> None:
-        self._scheduler.stop()
+                    self._schedule(st, session, now + RETRY_REFRESH)
 
 
 def _refresh_helps(tokens: TokenSet, settings: OIDCSettings) -> bool:

@@ -23,8 +23,13 @@ class RefreshScheduler:
         self._seq = 0
         self._wake = threading.Condition()
         self._stopped = False
-        self._thread = threading.Thread(target=self._loop, name="refresh", daemon=True)
-        self._thread.start()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Start the thread that calls ``refresh`` (due times given before are kept)."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._loop, name="refresh", daemon=True)
+            self._thread.start()
 
     def schedule(self, key: str, when: datetime) -> None:
         """Refresh ``key`` at ``when`` (the callee checks whether it is still due then)."""

@@ -8,51 +8,31 @@ got stays with it.
 
 import threading
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
-from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from dataclasses import asdict, dataclass
+from typing import Any
 
 from app import identity as idmod
 from app import jsonfile
-from app.model import OIDC, STORED, Credential, Identity
+from app.model import OIDC, STORED, Identity
 from app.oidc.settings import OIDCSettings
-from app.oidc.tokens import TokenSet
-
-if TYPE_CHECKING:
-    from app.broker.flight import Login
-    from app.oidc.client import OIDCClient
 
 INDEX_VERSION = 2
 
 
 @dataclass(eq=False)
-class IdentityState:
-    """What the agent knows about one identity. ``lock`` guards tokens and the login."""
+class Entry:
+    """An identity the agent knows, and what the index remembers of it.
+
+    The registry owns it: ``identity`` (its name) and ``settings`` change only through
+    Registry methods, under the registry's lock. What happens to the identity lives with its
+    owners, keyed by ``identity.key``: its tokens with Logins, its login in flight with
+    Flights, its calls with the Broker.
+    """
 
     identity: Identity
     settings: OIDCSettings | None = None
     """The settings of its last successful login or refresh (OIDC identities only): what
     refresh-ahead and ``kubetray login NAME`` use. Callers bring their own (see Logins)."""
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    clients: "dict[OIDCSettings, OIDCClient]" = field(default_factory=dict)
-    """Provider clients by the settings they reach it with (CAs, proxy, listen addresses)."""
-    tokens: TokenSet | None = None
-    loaded: bool = False
-    """``tokens`` reflects the secret store (read once, then kept in step)."""
-    login: "Login | None" = None
-    blocked_until: datetime | None = None
-    blocked_reason: str | None = None
-    blocked_for: OIDCSettings | None = None
-    """The settings the failed login used: callers that reach the provider otherwise (another
-    CA, another listen address) are not blocked by it."""
-    refreshes: int = 0
-    refreshed_at: datetime | None = None
-    credential: Credential | None = None
-    """A stored credential as last read from the store."""
-    last_used: datetime | None = None
-    last_error: str | None = None
-    calls: int = 0
-    clusters: set[str] = field(default_factory=set)
     legacy_key: str | None = None
     """The key an earlier kubetray stored this identity's tokens under (moved on first read)."""
 
@@ -65,23 +45,23 @@ class Registry:
         self._index_path = index_path
         self._reserved = reserved
         self._lock = threading.Lock()
-        self._states: dict[str, IdentityState] = {}
+        self._states: dict[str, Entry] = {}
         self._loaded_index = False
 
     # -- lookups --------------------------------------------------------------------------
 
-    def get(self, key: str) -> IdentityState | None:
+    def get(self, key: str) -> Entry | None:
         with self._lock:
             return self._states.get(key)
 
-    def find(self, name: str) -> IdentityState | None:
+    def find(self, name: str) -> Entry | None:
         """An identity by the name people see."""
         for st in self.known():
             if st.identity.name == name:
                 return st
         return None
 
-    def known(self) -> list[IdentityState]:
+    def known(self) -> list[Entry]:
         """Every identity of this run and of the index, in the order first seen."""
         self._load_index()
         with self._lock:
@@ -89,13 +69,13 @@ class Registry:
 
     # -- creation -------------------------------------------------------------------------
 
-    def stored(self, name: str) -> IdentityState:
+    def stored(self, name: str) -> Entry:
         """The state of the stored credential ``name`` (created on first use)."""
         key = idmod.stored_key(name)
         with self._lock:
             st = self._states.get(key)
             if st is None:
-                st = self._states[key] = IdentityState(Identity(key, name, STORED))
+                st = self._states[key] = Entry(Identity(key, name, STORED))
             return st
 
     def oidc(
@@ -103,7 +83,7 @@ class Registry:
         settings: OIDCSettings,
         chosen: str | None = None,
         default: Callable[[], str] | None = None,
-    ) -> IdentityState:
+    ) -> Entry:
         """The OIDC identity ``settings`` name, created on first sight and remembered.
 
         ``chosen``: a name a person gave (``--name``), which renames the identity. Otherwise a
@@ -119,30 +99,27 @@ class Registry:
             taken = self._taken(except_key=key)
             name = idmod.unique_name(wanted, taken)
             if st is None:
-                st = self._states[key] = IdentityState(Identity(key, name, OIDC), settings)
+                st = self._states[key] = Entry(Identity(key, name, OIDC), settings)
             else:
                 st.identity = Identity(key, name, OIDC)
             self._save_index()
             return st
 
-    def adopt(self, st: IdentityState, settings: OIDCSettings) -> None:
+    def adopt(self, st: Entry, settings: OIDCSettings) -> None:
         """Remember ``settings`` as the ones that worked for ``st`` (index written on change)."""
         with self._lock:
             if st.settings != settings:
                 st.settings = settings
                 self._save_index()
 
-    def forget_unserved(self, keep: int) -> None:
-        """Keep only the newest ``keep`` stored names that never served (typos, probes): what
-        callers name must not grow the agent without bound."""
+    def drop(self, keys: Iterable[str]) -> None:
+        """Forget stored names that never served (the broker chooses which): what callers
+        name must not grow the agent without bound. Nothing of the index changes."""
         with self._lock:
-            unserved = [
-                key
-                for key, st in self._states.items()
-                if st.settings is None and st.credential is None and st.last_error
-            ]
-            for key in unserved[:-keep]:
-                del self._states[key]
+            for key in keys:
+                st = self._states.get(key)
+                if st is not None and st.settings is None:
+                    del self._states[key]
 
     def remove(self, key: str) -> None:
         """Forget an identity (its secrets are the caller's business)."""
@@ -177,7 +154,7 @@ class Registry:
                 taken = self._taken(except_key=key)
                 identity = Identity(key, idmod.unique_name(name, taken), OIDC)
                 legacy = raw_key if raw_key != key else None
-                self._states[key] = IdentityState(identity, settings, legacy_key=legacy)
+                self._states[key] = Entry(identity, settings, legacy_key=legacy)
 
     def _save_index(self) -> None:
         """Write the OIDC identities' names and non-secret settings (caller holds the lock)."""

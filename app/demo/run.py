@@ -174,9 +174,9 @@ def run(headless: bool | None = None, store: str | None = None) -> int:
         )
     if headless:
         print("(no desktop here: the headless agent runs)", flush=True)
-        from app.agent import headless
+        from app.agent.headless import run as run_agent
 
-        return headless.run(store=store)
+        return run_agent(store=store)
     from app.ui.app import run as run_app
 
     return run_app(store=store)

@@ -41,8 +41,9 @@ def run(tray: bool | None = None, store: str | None = None) -> int:
         default_browser=lambda: settings.browser_command, store_kind=store or settings.secret_store
     )
     parts.server.listener.open()
+    parts.start()
     threading.Thread(target=parts.server.serve_forever, name="ipc", daemon=True).start()
-    controller = TrayController(parts.broker, parts.logins, settings, utcnow)
+    controller = TrayController(parts.core, settings, utcnow)
     controller.store_notice = parts.store.notice
     view = TrayApp(controller, tray=tray)
     bridge = _Bridge()
@@ -72,4 +73,4 @@ def run(tray: bool | None = None, store: str | None = None) -> int:
         # Callers waiting for a login hear why it ended, instead of a dropped connection.
         lifecycle.end_logins(parts.logins, "quit")
         view.shutdown()
-        parts.logins.stop()
+        parts.stop()

@@ -5,14 +5,15 @@ delivers on the GUI thread. Actions that block (a login, a logout, a discovery p
 worker threads and report back through signals. Never touch a widget from here.
 """
 
+import contextlib
 import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from PySide6.QtCore import QObject, Signal
 
-from app.broker.broker import Broker
-from app.broker.logins import Login, Logins
+from app.broker.logins import Login
+from app.compose import Core
 from app.errors import AppError
 from app.model import CallRecord, ContextUse, Decision, IdentityStatus, Question, RemoteHost
 from app.settings import Settings
@@ -96,15 +97,13 @@ class TrayController(QObject):
     cluster_added = Signal(object)  # setup_cluster.Done or AppError
     consent_asked = Signal(object)  # consent.Question: an SSH host's first request
 
-    def __init__(
-        self, broker: Broker, logins: Logins, settings: Settings, clock: Callable[[], datetime]
-    ) -> None:
+    def __init__(self, core: Core, settings: Settings, clock: Callable[[], datetime]) -> None:
         super().__init__()
-        self.broker = broker
-        self.logins = logins
+        self.broker = broker = core.broker
+        self.logins = logins = core.logins
+        self.account = core.account
         self.settings = settings
         self.clock = clock
-        self.in_progress: dict[str, Login] = {}
         self.store_notice: str | None = None
         """Shown in the menu when tokens will not outlive the app (no OS keyring)."""
         self._warned_expiring: set[tuple[str, str]] = set()
@@ -132,12 +131,10 @@ class TrayController(QObject):
     # -- LoginObserver (worker threads) -------------------------------------------------------
 
     def login_started(self, login: Login) -> None:
-        self.in_progress[login.name] = login
         login.join(DesktopConversation(self, login.name, login.origin))
         self.started_login.emit(login.name)
 
     def login_finished(self, name: str, error: AppError | None) -> None:
-        self.in_progress.pop(name, None)
         self.finished_login.emit(name, error.one_line() if error else "")
 
     def login_required(self, name: str, reason: str) -> None:
@@ -150,8 +147,15 @@ class TrayController(QObject):
         if error and self.settings.notify_failures:
             self.notify.emit("failure", name, f"Login to {name} failed", error)
 
+    def _in_flight(self, name: str) -> Login | None:
+        return next((lg for lg in self.logins.in_flight() if lg.name == name), None)
+
+    def logging_in(self, name: str) -> bool:
+        """Whether a login to ``name`` is in flight."""
+        return self._in_flight(name) is not None
+
     def _on_progress(self, name: str, text: str) -> None:
-        login = self.in_progress.get(name)
+        login = self._in_flight(name)
         if login is None or text != login.browser_error:
             return
         if self.settings.notify_failures:
@@ -159,7 +163,7 @@ class TrayController(QObject):
 
     def login_link(self, name: str) -> str | None:
         """Where the person logs in for the login in flight: the page or the device URL."""
-        login = self.in_progress.get(name)
+        login = self._in_flight(name)
         if login is None:
             return None
         return login.device[1] if login.device else login.url
@@ -172,19 +176,15 @@ class TrayController(QObject):
         """Warn once per token when it expires within 10 minutes and cannot refresh."""
         if not self.settings.notify_expiring:
             return
-        now = self.clock()
-        for st in self.logins.known():
-            tokens = st.tokens
-            if tokens is None or tokens.refresh_token:
-                continue
-            left = (tokens.expires_at - now).total_seconds()
-            key = (st.identity.name, tokens.expires_at.isoformat())
-            if 0 < left <= 600 and key not in self._warned_expiring:
+        for name, expires in self.logins.expiring(self.clock(), timedelta(minutes=10)):
+            key = (name, expires.isoformat())
+            if key not in self._warned_expiring:
                 self._warned_expiring.add(key)
+                left = (expires - self.clock()).total_seconds()
                 self.notify.emit(
                     "expiring",
-                    st.identity.name,
-                    f"{st.identity.name} expires in {int(left // 60)} min",
+                    name,
+                    f"{name} expires in {int(left // 60)} min",
                     "It cannot refresh: log in again to keep working.",
                 )
 
@@ -226,22 +226,13 @@ class TrayController(QObject):
         threading.Thread(target=target, name=name, daemon=True).start()
 
     def log_in(self, name: str, again: bool = False) -> None:
-        st = self.logins.find(name)
-        if st is None:
-            return
         conv = WaitingConversation()
-        self._run(
-            f"login-{name}",
-            lambda: self.logins.token(st, conv, explicit=True, relogin=again),
-        )
+        self._run(f"login-{name}", lambda: self.account.log_in(conv, name, force=again))
 
     def switch_account(self, name: str) -> None:
         """Log in again, asking the provider to let the person pick another account."""
-        st = self.logins.find(name)
-        if st is None:
-            return
         conv = WaitingConversation()
-        self._run(f"login-{name}", lambda: self.logins.switch_account(st, conv))
+        self._run(f"login-{name}", lambda: self.account.switch_account(name, conv))
 
     def answer_consent(self, question: Question, decision: Decision) -> None:
         """The person's answer to an SSH host's request (the waiting request goes on)."""
@@ -261,19 +252,18 @@ class TrayController(QObject):
 
     def remove(self, name: str) -> None:
         """Log out of ``name`` and remove it from kubetray (kubectl's next use brings it back)."""
-        self._run(f"forget-{name}", lambda: self.logins.forget(name))
+        self._run(f"forget-{name}", lambda: self.account.forget(name))
 
     def log_in_to_all(self) -> None:
-        now = self.clock()
-        for st in self.logins.known():
-            if st.tokens is None or not st.tokens.fresh(now, self.logins.margin):
-                self.log_in(st.identity.name)
+        for name in self.logins.stale(self.clock()):
+            self.log_in(name)
 
     def log_out(self, name: str) -> None:
-        self._run(f"logout-{name}", lambda: self.logins.logout(name))
+        self._run(f"logout-{name}", lambda: self.account.log_out(name))
 
     def cancel(self, name: str) -> None:
-        self.logins.cancel(name)
+        with contextlib.suppress(AppError):  # it ended meanwhile: nothing to cancel
+            self.account.cancel(name)
 
     def default_kubeconfig(self) -> str:
         """Where kubectl would write a new entry."""

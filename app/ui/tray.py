@@ -116,7 +116,6 @@ class TrayApp(QObject):
                 i.name,
                 i.kind,
                 i.state,
-                i.name in self.controller.in_progress,
                 bool(self.controller.login_link(i.name)),
                 i.clusters,
                 i.contexts,
@@ -144,7 +143,7 @@ class TrayApp(QObject):
         if left:
             parts.append(left)
         progress = self._progress.get(ident.name)
-        if ident.name in self.controller.in_progress and progress:
+        if ident.state is State.LOGGING_IN and progress:
             parts.append(progress)
         return "  ·  ".join(p for p in parts if p)
 
@@ -165,7 +164,7 @@ class TrayApp(QObject):
             self._info[name] = info
             if ident.kind != OIDC:
                 continue
-            if name in c.in_progress:
+            if ident.state is State.LOGGING_IN:
                 link = c.login_link(name)
                 if link:
                     menu.addAction("Open login page", partial(open_link, link))

@@ -249,7 +249,7 @@ class MainWindow(QWidget):
         item = self._selected()
         ident = self._identity_of(item)
         oidc = ident is not None and ident.kind == OIDC
-        busy = ident is not None and ident.name in self._controller.in_progress
+        busy = ident is not None and ident.state is State.LOGGING_IN
         signed_in = ident is not None and ident.state in (State.READY, State.EXPIRING)
         self.login_button.setEnabled(oidc and not busy)
         self.login_button.setText("Log in again" if oidc and signed_in else "Log in")

@@ -57,12 +57,25 @@ class CredentialRequest:
     caller: Caller
 
 
+def no_flag(_pid: int | None) -> str | None:
+    """Where a kubectl's command line cannot be read: no ``--kubeconfig`` is known."""
+    return None
+
+
 class GetCredential:
     """The use case; ``conversation(interactive, visible)`` reaches the caller's terminal."""
 
-    def __init__(self, broker: Broker, clock: Callable[[], datetime]) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        clock: Callable[[], datetime],
+        kubeconfig_flag: Callable[[int | None], str | None] = no_flag,
+    ) -> None:
+        """``kubeconfig_flag(pid)``: the ``--kubeconfig`` of the kubectl with that pid (read
+        from the running process, where the platform allows)."""
         self._broker = broker
         self._clock = clock
+        self._kubeconfig_flag = kubeconfig_flag
         self._failed: dict[tuple[object, ...], tuple[float, str]] = {}
         """(request, kubectl pid) → (when, error) of recent failures."""
         self._lock = threading.Lock()
@@ -90,7 +103,7 @@ class GetCredential:
             if remote:
                 _refuse_desktop_paths(opts, remote)
             # Which identity (a new one is named after the caller's kubeconfig user).
-            st = self._broker.identity(opts, lambda: _kubeconfig_flag(req) or _kubeconfig(env))
+            st = self._broker.identity(opts, lambda: self._kubeconfig_of(req) or _kubeconfig(env))
             name = _clip(st.identity.name)
             conv = conversation(info.interactive and req.stdin_tty, req.stderr_tty)
             # From an SSH host: only with the person's consent (asked once per host).
@@ -118,6 +131,10 @@ class GetCredential:
         if code:
             self._remember_failure(req, start, error_text)
         return answer
+
+    def _kubeconfig_of(self, req: CredentialRequest) -> str | None:
+        """``kubectl --kubeconfig FILE``: the file, read from the running kubectl (local only)."""
+        return None if req.caller.remote else self._kubeconfig_flag(req.caller.parent_pid)
 
     def _record(
         self,
@@ -220,15 +237,6 @@ def _resolve(
     if size > _CACHE_KEY_LIMIT:
         return _resolve_cached.__wrapped__(args, config_json, env)
     return _resolve_cached(args, config_json, env)
-
-
-def _kubeconfig_flag(req: CredentialRequest) -> str | None:
-    """``kubectl --kubeconfig FILE``: the file, read from the running kubectl (local only)."""
-    if req.caller.remote:
-        return None
-    from app.agent.peer import kubeconfig_flag
-
-    return kubeconfig_flag(req.caller.parent_pid)
 
 
 def _kubeconfig(env: tuple[str, ...]) -> str | None:

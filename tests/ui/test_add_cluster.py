@@ -7,16 +7,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from app.broker.broker import Broker, utcnow
-from app.broker.logins import Logins
-from app.broker.registry import Registry
+from app.broker.broker import utcnow
 from app.settings import Settings
-from app.static_credentials import StoredCredentials
-from app.store.memory_store import MemorySecretStore
 from app.ui.controller import TrayController
 from app.ui.dialogs import AddClusterDialog
 from tests import failing
-from tests.fakes import NoBrowser
+from tests.core import make_core
 from tests.pki import CA
 
 
@@ -24,17 +20,14 @@ from tests.pki import CA
 def dialog(qtbot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[AddClusterDialog]:  # type: ignore[no-untyped-def]
     monkeypatch.setenv("KUBETRAY_CONFIG_DIR", str(tmp_path / "config"))
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kubeconfig"))
-    store = MemorySecretStore()
-    stored = StoredCredentials(store, str(tmp_path / "stored.json"))
-    registry = Registry(str(tmp_path / "identities.json"))
-    logins = Logins(store, registry, utcnow, browser=NoBrowser)
-    controller = TrayController(Broker(stored, registry, logins=logins), logins, Settings(), utcnow)
+    core, _ = make_core(tmp_path)
+    controller = TrayController(core, Settings(), utcnow)
     d = AddClusterDialog(controller)
     qtbot.add_widget(d)
     d.show()
     d.client_id.setText("kubectl")
     yield d
-    logins.stop()
+    core.stop()
 
 
 def probe(qtbot, d: AddClusterDialog, issuer: str) -> str:  # type: ignore[no-untyped-def]

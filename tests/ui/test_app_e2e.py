@@ -37,21 +37,11 @@ def test_add_cluster_probes_and_writes_a_kubeconfig_kubectl_uses(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # type: ignore[no-untyped-def]
     require(browser_available(), "needs Debian chromium and Python playwright")
-    from app.broker.broker import Broker
-    from app.broker.logins import Logins
-    from app.broker.registry import Registry
-    from app.static_credentials import StoredCredentials
-    from app.store.memory_store import MemorySecretStore
+    from app.oidc.browser import Browser
+    from tests.core import make_core
 
-    store = MemorySecretStore()
-    registry = Registry(str(tmp_path / "ids.json"))
-    logins = Logins(store, registry, utcnow)
-    controller = TrayController(
-        Broker(StoredCredentials(store, str(tmp_path / "s.json")), registry, logins=logins),
-        logins,
-        Settings(),
-        utcnow,
-    )
+    core, _ = make_core(tmp_path, browser=Browser)
+    controller = TrayController(core, Settings(), utcnow)
     config = tmp_path / "kube" / "config"
     with APIServer(CA(), check_token=checker(idp)) as api:
         (tmp_path / "ca.crt").write_bytes(api.ca_pem)
@@ -82,7 +72,7 @@ def test_add_cluster_probes_and_writes_a_kubeconfig_kubectl_uses(
         done = kubectl(kt, config)
         assert done.returncode == 0, done.stderr
         assert done.stdout.split() == [f"namespace/{n}" for n in NAMESPACES]
-    logins.stop()
+    core.stop()
 
 
 def test_the_app_serves_kubectl_with_a_browser_login(

@@ -10,17 +10,14 @@ from PySide6.QtCore import QRect
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QHeaderView
 
-from app.broker.broker import Broker, utcnow
-from app.broker.logins import Logins
-from app.broker.registry import Registry
+from app.broker.broker import utcnow
+from app.compose import Core
 from app.model import Caller, CallRecord
 from app.settings import Settings
-from app.static_credentials import StoredCredentials
-from app.store.memory_store import MemorySecretStore
 from app.ui.controller import TrayController
 from app.ui.text import call_details, caller_chain
 from app.ui.views import SCREEN_SHARE, DiagnosticsWindow
-from tests.fakes import NoBrowser
+from tests.core import make_core
 
 T0 = datetime(2025, 3, 1, 9, 30, tzinfo=UTC)
 LONG_ERROR = (
@@ -53,21 +50,18 @@ REMOTE = CallRecord(
 
 
 @pytest.fixture
-def broker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Broker]:
+def core(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Core]:
     monkeypatch.setenv("KUBETRAY_CONFIG_DIR", str(tmp_path / "config"))
-    store = MemorySecretStore()
-    registry = Registry(str(tmp_path / "identities.json"))
-    logins = Logins(store, registry, utcnow, browser=NoBrowser)
-    yield Broker(StoredCredentials(store, str(tmp_path / "stored.json")), registry, logins=logins)
-    logins.stop()
+    core, _ = make_core(tmp_path)
+    yield core
+    core.stop()
 
 
 @pytest.fixture
-def window(qtbot, broker: Broker) -> DiagnosticsWindow:  # type: ignore[no-untyped-def]
-    broker.record(LOCAL)
-    broker.record(REMOTE)
-    assert broker.logins is not None
-    controller = TrayController(broker, broker.logins, Settings(), utcnow)
+def window(qtbot, core: Core) -> DiagnosticsWindow:  # type: ignore[no-untyped-def]
+    core.broker.record(LOCAL)
+    core.broker.record(REMOTE)
+    controller = TrayController(core, Settings(), utcnow)
     w = DiagnosticsWindow(controller)
     qtbot.add_widget(w)
     w.show()
@@ -94,7 +88,7 @@ def test_it_opens_within_the_screen_and_its_columns_fit(window: DiagnosticsWindo
 
 
 def test_a_selected_call_shows_its_whole_chain_and_error(
-    qtbot, window: DiagnosticsWindow, broker: Broker
+    qtbot, window: DiagnosticsWindow, core: Core
 ) -> None:  # type: ignore[no-untyped-def]
     assert window.detail.isReadOnly() and window.detail.toPlainText() == ""
     window.select(1)  # the local call (newest first)
@@ -108,7 +102,9 @@ def test_a_selected_call_shows_its_whole_chain_and_error(
     assert "through the local ssh (pid 5151); the helper's parent on the host: pid 777" in text
     assert f"Error\n{LONG_ERROR}" in text
     # A new call arrives: the table refills, the selected call stays selected and shown.
-    broker.record(CallRecord(T0 + timedelta(seconds=9), "dev", "lab", Caller(pid=1), True, None, 1))
+    core.broker.record(
+        CallRecord(T0 + timedelta(seconds=9), "dev", "lab", Caller(pid=1), True, None, 1)
+    )
     window.refresh()
     assert [i.row() for i in window.table.selectionModel().selectedRows()] == [1]
     assert f"Error\n{LONG_ERROR}" in window.detail.toPlainText()

@@ -17,16 +17,13 @@ from jeepney import (
 )
 from jeepney.io.blocking import Proxy, open_dbus_connection
 
-from app.broker.broker import Broker, utcnow
+from app.broker.broker import utcnow
 from app.broker.logins import Logins
-from app.broker.registry import Registry
 from app.settings import Settings
-from app.static_credentials import StoredCredentials
-from app.store.memory_store import MemorySecretStore
 from app.ui.controller import TrayController
 from app.ui.notify import PATH, SERVICE
 from app.ui.tray import TrayApp
-from tests.fakes import NoBrowser
+from tests.core import make_core
 from tests.idp import run_idp
 from tests.ui.test_tray import oidc_identity
 
@@ -85,15 +82,11 @@ def server() -> Iterator[NotificationServer]:
 @pytest.fixture
 def view(qtbot, tmp_path, monkeypatch) -> Iterator[tuple[TrayApp, Logins]]:  # type: ignore[no-untyped-def]
     monkeypatch.setenv("KUBETRAY_CONFIG_DIR", str(tmp_path / "config"))
-    store = MemorySecretStore()
-    stored = StoredCredentials(store, str(tmp_path / "stored.json"))
-    registry = Registry(str(tmp_path / "identities.json"))
-    logins = Logins(store, registry, utcnow, browser=NoBrowser)
-    controller = TrayController(Broker(stored, registry, logins=logins), logins, Settings(), utcnow)
-    app = TrayApp(controller, tray=True)
-    yield app, logins
+    core, _ = make_core(tmp_path)
+    app = TrayApp(TrayController(core, Settings(), utcnow), tray=True)
+    yield app, core.logins
     app.shutdown()
-    logins.stop()
+    core.stop()
     qtbot.wait(50)
 
 
@@ -115,7 +108,7 @@ def test_the_desktop_service_gets_it_and_log_in_starts_a_login(
             server.invoke(1, "login")  # the person clicks *Log in* in the desktop's notification
         assert identity.name in app.device_windows
         app.controller.cancel(identity.name)
-        qtbot.wait_until(lambda: identity.name not in app.controller.in_progress, timeout=5000)
+        qtbot.wait_until(lambda: not app.controller.logging_in(identity.name), timeout=5000)
 
 
 def test_without_a_service_the_balloon_stands_in(qtbot, view) -> None:  # type: ignore[no-untyped-def]

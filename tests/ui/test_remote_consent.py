@@ -38,12 +38,12 @@ def app(qtbot: QtBot, kt: KubetrayEnv, monkeypatch: pytest.MonkeyPatch) -> Itera
     import threading
 
     threading.Thread(target=parts.server.serve_forever, daemon=True).start()
-    view = TrayApp(TrayController(parts.broker, parts.logins, Settings(), utcnow), tray=True)
+    view = TrayApp(TrayController(parts.core, Settings(), utcnow), tray=True)
     yield view
     view.shutdown()
     parts.server.shutdown()
     parts.server.listener.close()
-    parts.logins.stop()
+    parts.stop()
     (kt.runtime / "agent.lock").unlink()  # names this process: kt must not stop it
     qtbot.wait(50)
 

@@ -13,9 +13,9 @@ from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QApplication
 from shiboken6 import Shiboken
 
-from app.broker.broker import Broker, utcnow
+from app.broker.broker import utcnow
 from app.broker.logins import Logins
-from app.broker.registry import Registry
+from app.compose import Core
 from app.errors import AppError
 from app.model import Identity
 from app.oidc.settings import OIDCSettings
@@ -26,27 +26,26 @@ from app.store.memory_store import MemorySecretStore
 from app.ui.controller import TrayController
 from app.ui.tray import TrayApp
 from app.ui.views import DeviceCodeWindow, StatusWindow
-from tests.fakes import NoBrowser, SilentCaller
+from tests.core import give_tokens, make_core
+from tests.fakes import SilentCaller
 from tests.idp import IdP, run_idp
 
 
 @pytest.fixture
 def parts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[tuple[Broker, Logins, StoredCredentials]]:
+) -> Iterator[tuple[Core, Logins, StoredCredentials, MemorySecretStore]]:
     monkeypatch.setenv("KUBETRAY_CONFIG_DIR", str(tmp_path / "config"))
     store = MemorySecretStore()
-    stored = StoredCredentials(store, str(tmp_path / "stored.json"))
-    registry = Registry(str(tmp_path / "identities.json"))
-    logins = Logins(store, registry, utcnow, browser=NoBrowser)
-    yield Broker(stored, registry, logins=logins), logins, stored
-    logins.stop()
+    core, stored = make_core(tmp_path, store)
+    yield core, core.logins, stored, store
+    core.stop()
 
 
 @pytest.fixture
 def view(qtbot, parts) -> Iterator[TrayApp]:  # type: ignore[no-untyped-def]
-    broker, logins, _ = parts
-    controller = TrayController(broker, logins, Settings(), utcnow)
+    core, _, _, _ = parts
+    controller = TrayController(core, Settings(), utcnow)
     app = TrayApp(controller, tray=True)
     yield app
     app.shutdown()
@@ -89,7 +88,7 @@ def approve_device(idp: IdP, code: str, user: str = "alice") -> None:
 
 
 def test_menu_follows_broker_state(qtbot, view: TrayApp, parts) -> None:  # type: ignore[no-untyped-def]
-    _, _, stored = parts
+    _, _, stored, _ = parts
     assert "No identities yet: add a cluster, or run kubectl" in view.action_texts()
     assert view.state == "none"  # nothing set up yet: its own icon
     now = datetime.now(UTC)
@@ -112,7 +111,7 @@ def test_menu_follows_broker_state(qtbot, view: TrayApp, parts) -> None:  # type
 
 
 def test_remove_identity_from_the_menu(qtbot, view: TrayApp, parts, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    _, logins, _ = parts
+    _, logins, _, _ = parts
     settings = OIDCSettings(issuer="https://idp.invalid", client_id="c")
     logins.identity(settings, "team-dev")
     view.refresh()
@@ -124,7 +123,7 @@ def test_remove_identity_from_the_menu(qtbot, view: TrayApp, parts, tmp_path: Pa
 
 
 def test_device_code_login_in_the_desktop(qtbot, view: TrayApp, parts) -> None:  # type: ignore[no-untyped-def]
-    _, logins, _ = parts
+    _, logins, _, _ = parts
     with run_idp() as idp:
         identity, settings = oidc_identity(idp)
         logins.identity(settings, identity.name)
@@ -145,7 +144,7 @@ def test_device_code_login_in_the_desktop(qtbot, view: TrayApp, parts) -> None: 
         assert QGuiApplication.clipboard().text() == code
         assert view.action_texts().count("Cancel login") == 1  # the in-progress entry
         approve_device(idp, code)
-        qtbot.wait_until(lambda: identity.name not in view.controller.in_progress, timeout=20000)
+        qtbot.wait_until(lambda: not view.controller.logging_in(identity.name), timeout=20000)
         view.refresh()
         texts = view.action_texts()
         assert "Log out" in texts and "Switch account" in texts
@@ -155,7 +154,7 @@ def test_device_code_login_in_the_desktop(qtbot, view: TrayApp, parts) -> None: 
 
 
 def test_cancel_stops_the_login_and_waiting_callers_fail_fast(qtbot, view: TrayApp, parts) -> None:  # type: ignore[no-untyped-def]
-    _, logins, _ = parts
+    _, logins, _, _ = parts
     with run_idp() as idp:
         identity, settings = oidc_identity(idp)
         errors: list[str] = []
@@ -185,14 +184,14 @@ def test_cancel_stops_the_login_and_waiting_callers_fail_fast(qtbot, view: TrayA
 
 
 def test_expiring_without_refresh_is_notified_once(qtbot, view: TrayApp, parts) -> None:  # type: ignore[no-untyped-def]
-    _, logins, _ = parts
+    core, logins, _, store = parts
     settings = OIDCSettings(issuer="https://idp.invalid", client_id="c")
-    st = logins.identity(settings, "c@idp.invalid")
+    logins.identity(settings, "c@idp.invalid")
     now = datetime.now(UTC)
-    st.tokens = TokenSet(
+    tokens = TokenSet(
         expires_at=now + timedelta(minutes=8), issued_at=now - timedelta(hours=1), id_token="t"
     )
-    st.loaded = True
+    give_tokens(core, store, "c@idp.invalid", tokens)
     view.tick()
     view.tick()
     expiring = [n for n in view.notifications if n[0] == "expiring"]
@@ -200,10 +199,10 @@ def test_expiring_without_refresh_is_notified_once(qtbot, view: TrayApp, parts) 
 
 
 def test_no_tray_shows_a_status_window(qtbot, parts) -> None:  # type: ignore[no-untyped-def]
-    broker, logins, stored = parts
+    core, _, stored, _ = parts
     now = datetime.now(UTC)
     stored.save(StoredCredential(name="dev", token="t"), now)
-    controller = TrayController(broker, logins, Settings(), utcnow)
+    controller = TrayController(core, Settings(), utcnow)
     controller.store_notice = "no OS keyring here: tokens are kept in memory until the agent stops"
     view = TrayApp(controller)  # offscreen: no tray
     assert view.tray is None and isinstance(view.status_window, StatusWindow)
@@ -224,7 +223,7 @@ def test_settings_persist_and_take_effect(
     from app.ui.dialogs import SettingsDialog
 
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
-    _, logins, _ = parts
+    _, logins, _, _ = parts
     dialog = SettingsDialog(view.controller)
     qtbot.add_widget(dialog)
     dialog.start_at_login.setChecked(True)
@@ -250,15 +249,9 @@ def test_a_failed_browser_is_notified_and_the_entry_offers_the_link(
     from app.store.choice import MEMORY_NOTICE
 
     monkeypatch.delenv("SSH_CONNECTION", raising=False)
-    store = MemorySecretStore()
-    registry = Registry(str(tmp_path / "identities.json"))
-    logins = Logins(store, registry, utcnow, browser=lambda _c: Browser("false"))
-    controller = TrayController(
-        Broker(StoredCredentials(store, str(tmp_path / "s.json")), registry, logins=logins),
-        logins,
-        Settings(),
-        utcnow,
-    )
+    core, _ = make_core(tmp_path, browser=lambda _c: Browser("false"))
+    logins = core.logins
+    controller = TrayController(core, Settings(), utcnow)
     controller.store_notice = MEMORY_NOTICE
     view = TrayApp(controller, tray=True)
     try:
@@ -283,18 +276,18 @@ def test_a_failed_browser_is_notified_and_the_entry_offers_the_link(
             link = QGuiApplication.clipboard().text()
             assert link.startswith(f"{idp.issuer}/auth?") and link in text
             view.trigger("Cancel login")
-            qtbot.wait_until(lambda: identity.name not in controller.in_progress, timeout=10000)
+            qtbot.wait_until(lambda: not controller.logging_in(identity.name), timeout=10000)
     finally:
         view.shutdown()
-        logins.stop()
+        core.stop()
         qtbot.wait(50)
 
 
 def test_what_a_login_thread_sends_after_quit_is_dropped(qtbot, parts) -> None:  # type: ignore[no-untyped-def]
     """A notification or device code queued by a login thread just before Quit reaches a closed
     view: it is dropped, not shown on a destroyed tray icon (an exception in Qt's event loop)."""
-    broker, logins, _ = parts
-    controller = TrayController(broker, logins, Settings(), utcnow)
+    core, _, _, _ = parts
+    controller = TrayController(core, Settings(), utcnow)
     app = TrayApp(controller, tray=True)
 
     def login_thread() -> None:  # signals from another thread are queued for the GUI thread
@@ -325,8 +318,8 @@ these (a desktop's xcb, wayland, cocoa or windows plugin prints neither)."""
 def test_no_qt_warnings_at_start_up(qtbot, qtlog, parts, request, tray: bool) -> None:  # type: ignore[no-untyped-def]
     if not hasattr(request.node, "qt_log_capture"):
         pytest.skip("pytest-qt captures Qt messages only when pytest captures output (no -s)")
-    broker, logins, _ = parts
-    app = TrayApp(TrayController(broker, logins, Settings(), utcnow), tray=tray)
+    core, _, _, _ = parts
+    app = TrayApp(TrayController(core, Settings(), utcnow), tray=tray)
     try:
         qtbot.wait(1100)  # the first tick: the icon and the menu are refreshed once
     finally:

@@ -11,9 +11,8 @@ import yaml
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QSystemTrayIcon
 
-from app.broker.broker import Broker, utcnow
-from app.broker.logins import Logins
-from app.broker.registry import Registry
+from app.broker.broker import utcnow
+from app.compose import Core
 from app.kubeconfig.uses import contexts_by_identity
 from app.oidc.settings import OIDCSettings
 from app.oidc.tokens import TokenSet
@@ -25,7 +24,7 @@ from app.ui.tray import TrayApp
 from app.ui.views import DeviceCodeWindow, DiagnosticsWindow
 from app.ui.window import OTHER, MainWindow
 from exec_helper.options import resolve
-from tests.fakes import NoBrowser
+from tests.core import give_tokens, make_core
 from tests.idp import run_idp
 
 HELPER = "/opt/kubetray/kubetray-exec"
@@ -86,26 +85,23 @@ def write_kubeconfig(tmp_path: Path, issuer: str) -> tuple[str, list[str]]:
 @pytest.fixture
 def world(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[tuple[Logins, StoredCredentials, list[str]]]:
+) -> Iterator[tuple[Core, StoredCredentials, MemorySecretStore]]:
     monkeypatch.setenv("KUBETRAY_CONFIG_DIR", str(tmp_path / "config"))
     store = MemorySecretStore()
-    stored = StoredCredentials(store, str(tmp_path / "stored.json"))
-    registry = Registry(str(tmp_path / "identities.json"))
-    logins = Logins(store, registry, utcnow, browser=NoBrowser)
-    yield logins, stored, []
-    logins.stop()
+    core, stored = make_core(tmp_path, store, contexts=contexts_by_identity)
+    yield core, stored, store
+    core.stop()
 
 
 def make_view(
     qtbot, world, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, issuer: str
 ) -> TrayApp:  # type: ignore[no-untyped-def]
-    logins, stored, _ = world
+    core, _, _ = world
     kubeconfig, oidc_args = write_kubeconfig(tmp_path, issuer)
     monkeypatch.setenv("KUBECONFIG", kubeconfig)
     settings = OIDCSettings.from_options(resolve(oidc_args))
-    logins.identity(settings, "team")
-    broker = Broker(stored, logins.registry, logins=logins, contexts=contexts_by_identity)
-    controller = TrayController(broker, logins, Settings(), utcnow)
+    core.logins.identity(settings, "team")
+    controller = TrayController(core, Settings(), utcnow)
     return TrayApp(controller, tray=True)
 
 
@@ -166,7 +162,7 @@ def test_copy_a_kubectl_line_and_open_diagnostics(qtbot, view: TrayApp) -> None:
 
 
 def test_window_updates_live(qtbot, view: TrayApp, world, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    logins, stored, _ = world
+    core, stored, store = world
     view.show_main_window()
     window = view.main_window
     assert window is not None
@@ -177,15 +173,13 @@ def test_window_updates_live(qtbot, view: TrayApp, world, tmp_path: Path) -> Non
     stored.save(StoredCredential(name="ops", token="t"), now)
     qtbot.wait_until(lambda: "ops" in [r[0] for r in window.rows()], timeout=3000)
     # A token arrives for the OIDC identity: the row follows within the tray's 1 s tick.
-    st = logins.find("team")
-    assert st is not None
-    st.tokens = TokenSet(
+    tokens = TokenSet(
         expires_at=now + timedelta(hours=1),
         issued_at=now,
         id_token="t",
         claims={"email": "alice@example.test"},
     )
-    st.loaded = True
+    give_tokens(core, store, "team", tokens)
     qtbot.wait_until(lambda: ("team", "alice@example.test") in [r[:2] for r in window.rows()])
     window.select("team")
     assert window.logout_button.isEnabled() and window.login_button.text() == "Log in again"

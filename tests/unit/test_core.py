@@ -14,7 +14,7 @@ from app.broker.broker import Broker
 from app.broker.flight import BLOCK_AFTER_FAILURE, Login, LoginRequired
 from app.broker.logins import Logins, store_key
 from app.broker.refresh import RefreshScheduler
-from app.broker.registry import Registry
+from app.broker.registry import Entry, Registry
 from app.model import State
 from app.oidc.errors import LoginError, RefreshFailed
 from app.oidc.settings import Metadata, OIDCSettings
@@ -151,6 +151,12 @@ def core(tmp_path: Path, store: MemorySecretStore, clock: Clock, provider: FakeP
     logins.stop()
 
 
+def stored_refresh_token(store: MemorySecretStore, st: Entry) -> str | None:
+    """The refresh token the secret store holds for ``st`` (what a restart would read)."""
+    data = store.get(store_key(st.identity))
+    return TokenSet.from_bytes(data).refresh_token if data else None
+
+
 def token(broker: Broker, args: list[str] = ARGS) -> str | None:
     opts = resolve(args)
     return broker.get_credential(broker.identity(opts), opts, Terminal()).token
@@ -237,7 +243,7 @@ def test_refresh_ahead_rotates_and_never_presents_a_used_token(
 
 
 def test_a_refresh_without_id_token_keeps_the_rotated_token_and_says_so(
-    core, provider, clock
+    core, provider, clock, store
 ) -> None:  # type: ignore[no-untyped-def]
     broker, logins = core
     token(broker)
@@ -245,7 +251,7 @@ def test_a_refresh_without_id_token_keeps_the_rotated_token_and_says_so(
     provider.id_token_on_refresh = False
     clock.advance(minutes=55)
     logins._refresh_if_due(st.identity.key)  # refresh ahead: rotated, no id_token
-    assert provider.refreshes == ["rt-1-0"] and st.tokens and st.tokens.refresh_token == "rt-1-1"
+    assert provider.refreshes == ["rt-1-0"] and stored_refresh_token(store, st) == "rt-1-1"
     assert token(broker) == "id-1-0"  # the login's id_token is still valid for minutes
     logins._refresh_if_due(st.identity.key)  # nothing scheduled again: it would not help
     assert provider.refreshes == ["rt-1-0"]
@@ -257,7 +263,7 @@ def test_a_refresh_without_id_token_keeps_the_rotated_token_and_says_so(
 
 
 def test_a_refresh_that_fails_after_rotation_never_loses_the_new_token(
-    core, provider, clock
+    core, provider, clock, store
 ) -> None:  # type: ignore[no-untyped-def]
     broker, logins = core
     token(broker)
@@ -265,7 +271,7 @@ def test_a_refresh_that_fails_after_rotation_never_loses_the_new_token(
     provider.bad_id_token_on_refresh = True
     clock.advance(minutes=55)
     logins._refresh_if_due(st.identity.key)
-    assert st.tokens and st.tokens.refresh_token == "rt-1-1"  # kept, in the store too
+    assert stored_refresh_token(store, st) == "rt-1-1"  # kept in the store
     provider.bad_id_token_on_refresh = False
     clock.advance(seconds=30)
     logins._refresh_if_due(st.identity.key)  # the retry presents the rotated token
@@ -332,6 +338,7 @@ def test_scheduler_calls_back_when_due() -> None:
         called.set()
 
     sched = RefreshScheduler(lambda: datetime.now(UTC), refresh)
+    sched.start()
     try:
         sched.schedule("late", datetime.now(UTC) + timedelta(hours=1))
         sched.schedule("soon", datetime.now(UTC) + timedelta(milliseconds=50))

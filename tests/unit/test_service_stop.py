@@ -8,19 +8,12 @@ from pathlib import Path
 import pytest
 
 from app.agent.service import Service
-from app.broker.broker import Broker, utcnow
-from app.broker.logins import Logins
-from app.broker.registry import Registry
-from app.static_credentials import StoredCredentials
-from app.store.memory_store import MemorySecretStore
+from tests.core import make_core
 
 
 def test_stop_answers_first_and_stops_even_when_the_caller_is_gone(tmp_path: Path) -> None:
-    store = MemorySecretStore()
-    registry = Registry(str(tmp_path / "identities.json"))
-    logins = Logins(store, registry, utcnow)
-    stored = StoredCredentials(store, str(tmp_path / "stored.json"))
-    service = Service(Broker(stored, registry, logins=logins), utcnow, str(tmp_path / "sock"))
+    core, _ = make_core(tmp_path)
+    service = Service(core.broker, core.get_credential, core.account, str(tmp_path / "sock"))
     events: list[object] = []
     service.on_stop = lambda _when_idle: events.append("stopping")
     try:
@@ -36,7 +29,7 @@ def test_stop_answers_first_and_stops_even_when_the_caller_is_gone(tmp_path: Pat
             service.handle({"op": "stop"}, os.getpid(), hung_up, dict)
         assert events == [0, "stopping", "stopping"]
     finally:
-        logins.stop()
+        core.stop()
 
 
 def test_kubetray_stop_reads_a_reset_while_the_agent_closes_as_stopping(

@@ -1,0 +1,96 @@
+"""What a person does with an OIDC identity: log in, switch account, log out, forget, cancel.
+
+The agent's service (``kubetray login`` / ``logout`` / ``cancel`` / ``forget``) and the tray's
+controller both call these; each outcome is a value, and the words for it are the caller's
+(the CLI's console lines, the tray's notifications).
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from app.broker.broker import Broker
+from app.broker.flight import Conversation
+from app.broker.logins import Logins
+from app.broker.registry import Entry
+from app.errors import AppError
+from app.oidc.settings import OIDCSettings
+from app.oidc.tokens import Revocation, TokenSet
+from exec_helper import options
+
+
+@dataclass(frozen=True)
+class LoggedIn:
+    """A login that worked: who is logged in to which identity, until when."""
+
+    name: str
+    who: str
+    until: datetime
+
+    @classmethod
+    def of(cls, st: Entry, tokens: TokenSet) -> "LoggedIn":
+        return cls(st.identity.name, tokens.who(), tokens.expires_at)
+
+
+class Account:
+    """The account actions, on the broker's logins."""
+
+    def __init__(self, broker: Broker) -> None:
+        self._broker = broker
+
+    def _logins(self) -> Logins:
+        if self._broker.logins is None:
+            raise AppError("OIDC is not enabled in this agent")
+        return self._broker.logins
+
+    def _find(self, name: str) -> Entry:
+        st = self._logins().find(name)
+        if st is None:
+            raise AppError(
+                f"no OIDC identity named {name!r}",
+                "kubetray status lists them; or give the kubetray-exec flags",
+            )
+        return st
+
+    def log_in(
+        self, conv: Conversation, name: str = "", args: Sequence[str] = (), force: bool = False
+    ) -> LoggedIn:
+        """Log in to ``name``, or to the identity kubetray-exec ``args`` name (created if new).
+
+        A login the person asks for is never held back by a recent failure; ``force`` logs in
+        again even with valid tokens. Raises OptionsError for bad ``args``.
+        """
+        logins = self._logins()
+        settings = None
+        if args:
+            opts = options.resolve(list(args))
+            st = self._broker.identity(opts)
+            if st.settings is None:
+                raise AppError(f"{st.identity.name} is a stored credential: nothing to log in to")
+            settings = OIDCSettings.from_options(opts)
+        else:
+            st = self._find(name)
+        tokens = logins.token(st, conv, explicit=True, relogin=force, settings=settings)
+        return LoggedIn.of(st, tokens)
+
+    def switch_account(self, name: str, conv: Conversation) -> LoggedIn:
+        """Log in again, letting the person pick another account where the provider can."""
+        st = self._find(name)
+        return LoggedIn.of(st, self._logins().switch_account(st, conv))
+
+    def log_out(self, name: str) -> Revocation:
+        """Forget the tokens of ``name``; what the provider said about revoking them."""
+        outcome = self._logins().logout(name)
+        if outcome is None:
+            raise AppError(f"no OIDC identity named {name!r}", "kubetray status lists them")
+        return outcome
+
+    def forget(self, name: str) -> None:
+        """Log out of ``name`` and remove it (kubectl's next use brings it back)."""
+        if not self._logins().forget(name):
+            raise AppError(f"no OIDC identity named {name!r}", "kubetray status lists them")
+
+    def cancel(self, name: str) -> None:
+        """Cancel the login in flight for ``name``."""
+        if not self._logins().cancel(name):
+            raise AppError(f"no login in progress for {name!r}")
