@@ -86,7 +86,7 @@ def _b64_file(path: str) -> str:
 
 
 def cmd_setup(args: argparse.Namespace) -> int:
-    from app import installation
+    from app import compose, installation
     from app.kubeconfig import setup
     from app.usecases import setup_cluster
 
@@ -112,40 +112,42 @@ def cmd_setup(args: argparse.Namespace) -> int:
         setup_cluster.probe(request.issuer, request.client_id, request.provider_ca_data)
     planned = setup_cluster.plan(request, _paths(args))
     if _review(planned.view, planned.edit, args, f"write context {planned.context}"):
-        _report(setup_cluster.apply(planned).written)
+        _report(setup_cluster.apply(planned, compose.kubeconfig_backups()).written)
         where = f"--kubeconfig {args.kubeconfig} " if args.kubeconfig else ""
         print(f"try: kubectl {where}--context {planned.context} get namespaces")
     return 0
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from app.usecases import import_kubelogin
+    from app import compose
 
+    imports = compose.import_kubelogin()
     if args.undo:
-        undo = import_kubelogin.plan_undo()
+        undo = imports.plan_undo()
         for c in undo.changed_since:
             _warn(f"left {c.user} in {c.file} as it is: it changed since the import")
         if _review(undo.view, undo.edit, args, "undo the last import"):
-            _report(import_kubelogin.apply_undo(undo))
+            _report(imports.apply_undo(undo))
         return 0
-    p = import_kubelogin.plan_import(_paths(args))
+    p = imports.plan_import(_paths(args))
     for s in p.skipped:
         _warn(f"left {s.user} in {s.file} as it is: {s.reason}")
     if not p.changes:
         print("no kubelogin users found: nothing to import")
         return 1 if p.skipped else 0
     if _review(p.view, p.edit, args, f"switch {len(p.changes)} user(s) to kubetray-exec"):
-        _report(import_kubelogin.apply_import(p))
+        _report(imports.apply_import(p))
         print(f"imported {', '.join(c.user for c in p.changes)}; undo: kubetray import --undo")
     return 0
 
 
 def cmd_secure(args: argparse.Namespace) -> int:
-    from app.usecases import secrets
+    from app import compose
 
     if not args.users and not args.all:
         raise UsageError("name the users to secure", "or give --all for every static secret")
     now = datetime.now(UTC)
+    secrets = compose.secrets()
     p = secrets.plan_secure(_paths(args), None if args.all else args.users, now)
     for s in p.skipped:
         _warn(f"left {s.user} in {s.file} as it is: {s.reason}")
@@ -173,8 +175,9 @@ def _report_leftovers(left: "list[secure.Leftover]") -> None:
 
 
 def cmd_unsecure(args: argparse.Namespace) -> int:
-    from app.usecases import secrets
+    from app import compose
 
+    secrets = compose.secrets()
     p = secrets.plan_unsecure(None if args.all else args.users)
     for c in p.changed_since:
         _warn(f"left {c.user} in {c.file} as it is: it changed since kubetray secured it")

@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from app.kubeconfig.backups import Backups
     from app.oidc.client import OIDCClient
     from app.oidc.settings import OIDCSettings
+    from app.usecases.import_kubelogin import ImportKubelogin
+    from app.usecases.secrets import Secrets
 
 
 def secret_store(timeout: float = keyring_store.TIMEOUT) -> SecretStore:
@@ -56,6 +58,32 @@ def kubeconfig_backups() -> "Backups":
     from app.kubeconfig.backups import Backups
 
     return Backups(os.path.join(paths.state_dir(), "kubeconfig-backups.json"), secret_store)
+
+
+def import_kubelogin() -> "ImportKubelogin":
+    """kubetray import and its undo, on the keyring's record of imports."""
+    from app import installation
+    from app.kubeconfig import records
+    from app.usecases.import_kubelogin import ImportKubelogin
+
+    imports = records.Records(secret_store(), records.IMPORTS)
+    return ImportKubelogin(imports, kubeconfig_backups(), installation.helper_path())
+
+
+def secrets() -> "Secrets":
+    """kubetray secure and unsecure, on the keyring; a running agent hears of each change."""
+    from app import installation
+    from app.agent import client
+    from app.usecases.secrets import Secrets
+
+    store = secret_store()
+    return Secrets(
+        store,
+        stored_credentials(store),
+        kubeconfig_backups(),
+        installation.helper_path(),
+        client.invalidate,
+    )
 
 
 def remote_hosts() -> Consent:

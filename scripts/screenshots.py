@@ -87,12 +87,14 @@ def shoot(work: Path) -> int:
 
     app = QApplication(sys.argv)
     OUT.mkdir(parents=True, exist_ok=True)
-    parts = compose.agent(store=MemorySecretStore())
+    store = MemorySecretStore()
+    parts = compose.agent(store=store)
     parts.server.listener.open()
+    parts.start()
     import threading
 
     threading.Thread(target=parts.server.serve_forever, daemon=True).start()
-    controller = TrayController(parts.broker, parts.logins, Settings(), utcnow)
+    controller = TrayController(parts.core, Settings(), utcnow)
     view = TrayApp(controller)
 
     def settle(seconds: float = 0.6) -> None:
@@ -104,9 +106,7 @@ def shoot(work: Path) -> int:
     ca = CA()
     user = ca.issue("ops-admin", org="system:masters", lifetime=timedelta(days=30))
     now = datetime.now(UTC)
-    from app.static_credentials import StoredCredentials  # noqa: F401 - the broker's own store is used below
-
-    parts.broker._stored.save(
+    compose.stored_credentials(store).save(
         certificate_credential("prod-admin", user.cert_pem, user.key_pem, "c", "k", now), now
     )
     helper = work / "kubetray-exec"
@@ -225,7 +225,7 @@ def shoot(work: Path) -> int:
         dialog.grab().save(str(OUT / "add-cluster.png"))
     view.shutdown()
     parts.server.shutdown()
-    parts.logins.stop()
+    parts.stop()
     print(f"wrote {sorted(p.name for p in OUT.iterdir())}")
     return 0
 

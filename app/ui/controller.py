@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 
 from PySide6.QtCore import QObject, Signal
 
+from app import compose
 from app.broker.logins import Login
 from app.compose import Core
 from app.errors import AppError
@@ -303,7 +304,9 @@ class TrayController(QObject):
 
         def work() -> None:
             try:
-                self.cluster_added.emit(setup_cluster.run(request, [kubeconfig], "Add cluster"))
+                backups = compose.kubeconfig_backups()
+                done = setup_cluster.run(request, [kubeconfig], backups, "Add cluster")
+                self.cluster_added.emit(done)
             except AppError as e:
                 self.cluster_added.emit(e)
             except OSError as e:

@@ -14,6 +14,7 @@ from app.broker.flight import Conversation
 from app.broker.logins import Logins
 from app.broker.registry import Entry
 from app.errors import AppError
+from app.model import OIDC
 from app.oidc.settings import OIDCSettings
 from app.oidc.tokens import Revocation, TokenSet
 from exec_helper import options
@@ -38,13 +39,13 @@ class Account:
     def __init__(self, broker: Broker) -> None:
         self._broker = broker
 
-    def _logins(self) -> Logins:
+    def _oidc(self) -> Logins:
         if self._broker.logins is None:
             raise AppError("OIDC is not enabled in this agent")
         return self._broker.logins
 
     def _find(self, name: str) -> Entry:
-        st = self._logins().find(name)
+        st = self._oidc().find(name)
         if st is None:
             raise AppError(
                 f"no OIDC identity named {name!r}",
@@ -60,12 +61,12 @@ class Account:
         A login the person asks for is never held back by a recent failure; ``force`` logs in
         again even with valid tokens. Raises OptionsError for bad ``args``.
         """
-        logins = self._logins()
+        logins = self._oidc()
         settings = None
         if args:
             opts = options.resolve(list(args))
             st = self._broker.identity(opts)
-            if st.settings is None:
+            if st.identity.kind != OIDC:
                 raise AppError(f"{st.identity.name} is a stored credential: nothing to log in to")
             settings = OIDCSettings.from_options(opts)
         else:
@@ -76,21 +77,21 @@ class Account:
     def switch_account(self, name: str, conv: Conversation) -> LoggedIn:
         """Log in again, letting the person pick another account where the provider can."""
         st = self._find(name)
-        return LoggedIn.of(st, self._logins().switch_account(st, conv))
+        return LoggedIn.of(st, self._oidc().switch_account(st, conv))
 
     def log_out(self, name: str) -> Revocation:
         """Forget the tokens of ``name``; what the provider said about revoking them."""
-        outcome = self._logins().logout(name)
+        outcome = self._oidc().logout(name)
         if outcome is None:
             raise AppError(f"no OIDC identity named {name!r}", "kubetray status lists them")
         return outcome
 
     def forget(self, name: str) -> None:
         """Log out of ``name`` and remove it (kubectl's next use brings it back)."""
-        if not self._logins().forget(name):
+        if not self._oidc().forget(name):
             raise AppError(f"no OIDC identity named {name!r}", "kubetray status lists them")
 
     def cancel(self, name: str) -> None:
         """Cancel the login in flight for ``name``."""
-        if not self._logins().cancel(name):
+        if not self._oidc().cancel(name):
             raise AppError(f"no login in progress for {name!r}")

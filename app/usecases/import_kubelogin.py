@@ -6,10 +6,10 @@ undo puts back exactly what was there, and only for users that still read as kub
 
 from dataclasses import dataclass
 
-from app import compose, installation
 from app.errors import UsageError
 from app.kubeconfig import edit as edits
 from app.kubeconfig import migrate, records
+from app.kubeconfig.backups import Backups
 from app.kubeconfig.edit import Edit, Written
 from app.kubeconfig.migrate import Skipped
 from app.kubeconfig.records import Records, UserChange
@@ -24,19 +24,6 @@ class ImportPlan:
     skipped: list[Skipped]
 
 
-def plan_import(paths: list[str] | None) -> ImportPlan:
-    """Every kubelogin user of the merged view (shadowed ones too)."""
-    view = View.load(paths, lock=True)
-    edit, changes, skipped = migrate.plan(view, installation.helper_path())
-    return ImportPlan(view, edit, changes, skipped)
-
-
-def apply_import(p: ImportPlan) -> list[Written]:
-    """Record the changes (for the undo), then write them."""
-    Records(compose.secret_store(), records.IMPORTS).push(p.changes)
-    return edits.apply(p.edit, compose.kubeconfig_backups(), "import")
-
-
 @dataclass(frozen=True)
 class UndoPlan:
     view: View
@@ -45,19 +32,37 @@ class UndoPlan:
     """Users changed since the import: left as they are."""
 
 
-def plan_undo() -> UndoPlan:
-    batches = Records(compose.secret_store(), records.IMPORTS).batches()
-    if not batches:
-        raise UsageError("there is no import to undo")
-    batch = batches[-1]
-    view = View.load(sorted({c.file for c in batch}), lock=True)
-    changed = [c for c in batch if not records.still_as_written(view, c)]
-    return UndoPlan(view, records.undo(batch), changed)
+class ImportKubelogin:
+    """Import and its undo, with their collaborators: the record of imports (in the keyring),
+    kubeconfig backups, and the helper's path."""
 
+    def __init__(self, imports: Records, backups: Backups, helper: str) -> None:
+        self._imports = imports
+        self._backups = backups
+        self._helper = helper
 
-def apply_undo(p: UndoPlan) -> list[Written]:
-    """Write the users back and drop the last import's record."""
-    imports = Records(compose.secret_store(), records.IMPORTS)
-    written = edits.apply(p.edit, compose.kubeconfig_backups(), "import --undo")
-    imports.save(imports.batches()[:-1])
-    return written
+    def plan_import(self, paths: list[str] | None) -> ImportPlan:
+        """Every kubelogin user of the merged view (shadowed ones too)."""
+        view = View.load(paths, lock=True)
+        edit, changes, skipped = migrate.plan(view, self._helper)
+        return ImportPlan(view, edit, changes, skipped)
+
+    def apply_import(self, p: ImportPlan) -> list[Written]:
+        """Record the changes (for the undo), then write them."""
+        self._imports.push(p.changes)
+        return edits.apply(p.edit, self._backups, "import")
+
+    def plan_undo(self) -> UndoPlan:
+        batches = self._imports.batches()
+        if not batches:
+            raise UsageError("there is no import to undo")
+        batch = batches[-1]
+        view = View.load(sorted({c.file for c in batch}), lock=True)
+        changed = [c for c in batch if not records.still_as_written(view, c)]
+        return UndoPlan(view, records.undo(batch), changed)
+
+    def apply_undo(self, p: UndoPlan) -> list[Written]:
+        """Write the users back and drop the last import's record."""
+        written = edits.apply(p.edit, self._backups, "import --undo")
+        self._imports.save(self._imports.batches()[:-1])
+        return written

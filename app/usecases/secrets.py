@@ -7,18 +7,20 @@ forgets only the credentials whose users now read as they did before.
 """
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from app import compose, installation
-from app.agent import client
 from app.errors import AppError, UsageError
 from app.kubeconfig import edit as edits
 from app.kubeconfig import records, secure
+from app.kubeconfig.backups import Backups
 from app.kubeconfig.edit import Edit, Written
 from app.kubeconfig.migrate import Skipped
 from app.kubeconfig.records import Records, UserChange
 from app.kubeconfig.view import View
+from app.static_credentials import StoredCredentials
+from app.store.secret_store import SecretStore
 
 
 @dataclass(frozen=True)
@@ -45,39 +47,6 @@ class SecurePlan:
         )
 
 
-def plan_secure(paths: list[str] | None, users: list[str] | None, now: datetime) -> SecurePlan:
-    """``users`` None: every user with a static secret (and report the leftovers)."""
-    creds = compose.stored_credentials()
-    view = View.load(paths, lock=True)
-    taken = {c.name for c in creds.list()}
-    edit, moves, skipped = secure.plan(view, users, installation.helper_path(), taken, now)
-    left = secure.leftovers(view) if users is None else []
-    return SecurePlan(view, edit, moves, skipped, left)
-
-
-def apply_secure(p: SecurePlan, now: datetime) -> list[Written]:
-    """Store the credentials, record the change, write the kubeconfig; all or nothing."""
-    store = compose.secret_store()
-    creds = compose.stored_credentials(store)
-    secured = Records(store, records.SECURED)
-    before = secured.batches()
-    saved = []
-    try:
-        for m in p.moves:  # secrets first: a crash before the write leaves the kubeconfig
-            creds.save(m.credential, now)
-            saved.append(m)
-            client.invalidate(m.credential.name)
-        secured.save([*before, [m.change for m in p.moves]])
-        return edits.apply(p.edit, compose.kubeconfig_backups(), "secure")
-    except (AppError, OSError):
-        with contextlib.suppress(AppError, OSError):  # undo what we can; report the first error
-            secured.save(before)
-        for m in saved:
-            with contextlib.suppress(AppError, OSError):
-                creds.remove(m.credential.name)
-        raise
-
-
 @dataclass(frozen=True)
 class UnsecurePlan:
     """What unsecure would put back, and the users changed since (left as they are)."""
@@ -88,40 +57,90 @@ class UnsecurePlan:
     changed_since: list[UserChange]
 
 
-def plan_unsecure(users: list[str] | None) -> UnsecurePlan:
-    """``users`` None: every user kubetray secured."""
-    store = compose.secret_store()
-    creds = compose.stored_credentials(store)
-    changes = [c for batch in Records(store, records.SECURED).batches() for c in batch]
-    chosen = [c for c in changes if users is None or c.user in users]
-    if not chosen:
-        raise UsageError(
-            "nothing to unsecure" if users is None else f"kubetray did not secure {users}",
-            None if users is None else "kubetray unsecure --all puts back every secret it moved",
+class Secrets:
+    """Secure and unsecure, with their collaborators: the keyring, the stored credentials on
+    it, kubeconfig backups, the helper's path, and a way to tell a running agent that a
+    stored credential changed."""
+
+    def __init__(
+        self,
+        store: SecretStore,
+        credentials: StoredCredentials,
+        backups: Backups,
+        helper: str,
+        invalidate: Callable[[str], None],
+    ) -> None:
+        self._store = store
+        self._creds = credentials
+        self._backups = backups
+        self._helper = helper
+        self._invalidate = invalidate
+
+    def plan_secure(
+        self, paths: list[str] | None, users: list[str] | None, now: datetime
+    ) -> SecurePlan:
+        """``users`` None: every user with a static secret (and report the leftovers)."""
+        creds = self._creds
+        view = View.load(paths, lock=True)
+        taken = {c.name for c in creds.list()}
+        edit, moves, skipped = secure.plan(view, users, self._helper, taken, now)
+        left = secure.leftovers(view) if users is None else []
+        return SecurePlan(view, edit, moves, skipped, left)
+
+    def apply_secure(self, p: SecurePlan, now: datetime) -> list[Written]:
+        """Store the credentials, record the change, write the kubeconfig; all or nothing."""
+        store, creds = self._store, self._creds
+        secured = Records(store, records.SECURED)
+        before = secured.batches()
+        saved = []
+        try:
+            for m in p.moves:  # secrets first: a crash before the write leaves the kubeconfig
+                creds.save(m.credential, now)
+                saved.append(m)
+                self._invalidate(m.credential.name)
+            secured.save([*before, [m.change for m in p.moves]])
+            return edits.apply(p.edit, self._backups, "secure")
+        except (AppError, OSError):
+            with contextlib.suppress(AppError, OSError):  # undo what we can; report the first error
+                secured.save(before)
+            for m in saved:
+                with contextlib.suppress(AppError, OSError):
+                    creds.remove(m.credential.name)
+            raise
+
+    def plan_unsecure(self, users: list[str] | None) -> UnsecurePlan:
+        """``users`` None: every user kubetray secured."""
+        store, creds = self._store, self._creds
+        changes = [c for batch in Records(store, records.SECURED).batches() for c in batch]
+        chosen = [c for c in changes if users is None or c.user in users]
+        if not chosen:
+            raise UsageError(
+                "nothing to unsecure" if users is None else f"kubetray did not secure {users}",
+                None
+                if users is None
+                else "kubetray unsecure --all puts back every secret it moved",
+            )
+        restore = [secure.restorable(c, creds.load(c.stored) if c.stored else None) for c in chosen]
+        view = View.load(sorted({c.file for c in chosen}), lock=True)
+        changed = [c for c in chosen if not records.still_as_written(view, c)]
+        return UnsecurePlan(view, records.undo(restore), restore, changed)
+
+    def apply_unsecure(self, p: UnsecurePlan) -> list[Written]:
+        """Write the users back, then forget the credentials of those that read as before."""
+        store, creds = self._store, self._creds
+        secured = Records(store, records.SECURED)
+        written = edits.apply(p.edit, self._backups, "unsecure")
+        view = View.load(sorted({c.file for c in p.restore}), lock=True)
+        done = []
+        for c in p.restore:
+            f = next(f for f in view.files if f.path == c.file)
+            entry = f.find("users", c.user)
+            if entry is not None and entry.get("user") == c.before:
+                if c.stored:
+                    creds.remove(c.stored)
+                    self._invalidate(c.stored)
+                done.append((c.file, c.user))
+        secured.save(
+            [[c for c in batch if (c.file, c.user) not in done] for batch in secured.batches()]
         )
-    restore = [secure.restorable(c, creds.load(c.stored) if c.stored else None) for c in chosen]
-    view = View.load(sorted({c.file for c in chosen}), lock=True)
-    changed = [c for c in chosen if not records.still_as_written(view, c)]
-    return UnsecurePlan(view, records.undo(restore), restore, changed)
-
-
-def apply_unsecure(p: UnsecurePlan) -> list[Written]:
-    """Write the users back, then forget the credentials of those that read as before."""
-    store = compose.secret_store()
-    creds = compose.stored_credentials(store)
-    secured = Records(store, records.SECURED)
-    written = edits.apply(p.edit, compose.kubeconfig_backups(), "unsecure")
-    view = View.load(sorted({c.file for c in p.restore}), lock=True)
-    done = []
-    for c in p.restore:
-        f = next(f for f in view.files if f.path == c.file)
-        entry = f.find("users", c.user)
-        if entry is not None and entry.get("user") == c.before:
-            if c.stored:
-                creds.remove(c.stored)
-                client.invalidate(c.stored)
-            done.append((c.file, c.user))
-    secured.save(
-        [[c for c in batch if (c.file, c.user) not in done] for batch in secured.batches()]
-    )
-    return written
+        return written

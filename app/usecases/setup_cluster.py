@@ -7,9 +7,9 @@ question) on a worker thread.
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from app import compose
 from app.kubeconfig import edit as edits
 from app.kubeconfig import setup
+from app.kubeconfig.backups import Backups
 from app.kubeconfig.edit import Edit, Written
 from app.kubeconfig.view import View
 from app.oidc.settings import Metadata
@@ -41,14 +41,14 @@ def plan(request: setup.Setup, paths: list[str] | None = None) -> Plan:
     return Plan(view, edit, context)
 
 
-def apply(p: Plan, operation: str = "setup") -> Done:
+def apply(p: Plan, backups: Backups, operation: str = "setup") -> Done:
     """Write the planned change (backed up, atomically)."""
-    return Done(p.context, edits.apply(p.edit, compose.kubeconfig_backups(), operation))
+    return Done(p.context, edits.apply(p.edit, backups, operation))
 
 
-def run(request: setup.Setup, paths: list[str] | None, operation: str) -> Done:
+def run(request: setup.Setup, paths: list[str] | None, backups: Backups, operation: str) -> Done:
     """Plan and write in one go."""
-    return apply(plan(request, paths), operation)
+    return apply(plan(request, paths), backups, operation)
 
 
 def probe(

@@ -101,3 +101,61 @@ def test_the_helper_and_the_app_carry_the_same_version() -> None:
     with open(Path(__file__).parents[2] / "pyproject.toml", "rb") as f:
         project = tomllib.load(f)["project"]["version"]
     assert protocol.VERSION == __version__ == project
+
+
+def _modules(package: str) -> list[Path]:
+    return sorted((ROOT / "app" / package).rglob("*.py"))
+
+
+def test_the_broker_imports_no_use_case_and_not_the_agent() -> None:
+    """Layers: the agent's door → use cases → broker. Nothing runs back up."""
+    for path in _modules("broker"):
+        for name in imports(path):
+            assert not name.startswith(("app.usecases", "app.agent", "app.compose")), (
+                f"broker/{path.name} imports {name}"
+            )
+
+
+def test_use_cases_do_not_import_the_agent() -> None:
+    for path in _modules("usecases"):
+        for name in imports(path):
+            assert not name.startswith("app.agent"), f"usecases/{path.name} imports {name}"
+
+
+IDENTITY_STATE = {
+    # what each owner keeps per identity, and the names the old shared bag had
+    "_sessions", "_flights", "_usage", "_states", "_blocks", "_logins",
+    "loaded", "clients", "blocked_until", "blocked_reason", "blocked_for",
+    "last_error", "legacy_key",
+}  # fmt: skip
+
+
+def _attributes(path: Path) -> set[str]:
+    return {n.attr for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.Attribute)}
+
+
+def test_nothing_outside_the_broker_reads_identity_state() -> None:
+    """Identity state is its owners' (registry, logins, flights, broker); everyone else asks
+    them with methods that say what they want, or reads IdentityStatus."""
+    for path in (ROOT / "app").rglob("*.py"):
+        rel = path.relative_to(ROOT / "app")
+        if rel.parts[0] == "broker":
+            continue
+        used = _attributes(path) & IDENTITY_STATE
+        assert not used, f"{rel} reads {sorted(used)}"
+        private = {
+            f"{n}"
+            for n in imports(path)
+            if n.startswith("app.broker.") and n.rsplit(".", 1)[1].startswith("_")
+        }
+        assert not private, f"{rel} imports {sorted(private)}"
+
+
+CONTROLLER_MAY_IMPORT = ("app.broker", "app.compose", "app.usecases", "app.kubeconfig")
+"""What the controller (the views' only way in) uses of the core."""
+
+
+def test_the_controller_reaches_the_core_through_the_broker_and_the_use_cases() -> None:
+    for name in imports(ROOT / "app" / "ui" / "controller.py"):
+        if name.startswith("app.") and not name.startswith(UI_MAY_IMPORT):
+            assert name.startswith(CONTROLLER_MAY_IMPORT), f"ui/controller.py imports {name}"
