@@ -1,7 +1,7 @@
 """Typed errors: a message in the user's words, a hint saying what to do, an exit code.
 
 The CLI prints them as ``error: ...`` / ``hint: ...``; the agent sends them to kubetray-exec
-as one line; the tray (later) shows them as notifications.
+as one line; the tray shows them as notifications.
 """
 
 
