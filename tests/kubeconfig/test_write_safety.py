@@ -173,7 +173,7 @@ def test_a_lock_taken_while_a_stale_one_is_removed_is_left_alone(
         lock.write_bytes(live)
         return False
 
-    monkeypatch.setattr(files.jsonfile, "process_alive", meanwhile)
+    monkeypatch.setattr(files.atomic_file, "process_alive", meanwhile)
     assert files._remove_if_stale(str(lock)) is False
     assert lock.read_bytes() == live
     assert [p.name for p in tmp_path.iterdir()] == ["config.lock"]
