@@ -20,6 +20,14 @@ from tests.peers import (
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")  # before pytest-qt makes the QApplication
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that asks for the real Secret Service is marked keyring, so `-m "not keyring"`
+    (make test-fast) leaves it out rather than run it against the user's own keyring."""
+    for item in items:
+        if "keyring_session" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.keyring)
+
+
 @pytest.fixture
 def kt(tmp_path: Path) -> Iterator[KubetrayEnv]:
     """An isolated kubetray: its own socket directory, config, logs and installed helper."""

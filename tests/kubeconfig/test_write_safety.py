@@ -51,6 +51,7 @@ def _big_kubeconfig(path: Path) -> None:
     path.chmod(0o640)
 
 
+@pytest.mark.slow
 def test_sigkill_at_random_points_never_loses_the_file(tmp_path: Path) -> None:
     config = tmp_path / "config"
     _big_kubeconfig(config)
