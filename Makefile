@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help system-deps install run test lint bench bench-login bench-idle bench-installed bench-hardening bench-all package screenshots clean
+.PHONY: help system-deps install run test test-fast lint bench bench-login bench-idle bench-installed bench-hardening bench-all package screenshots clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 18
@@ -54,6 +54,16 @@ lint: install ## ruff and mypy (also for Windows and macOS)
 
 test: system-deps install $(NODE_DEPS) lint ## everything: lint, then all tests against real peers
 	scripts/with-keyring $(BIN)/pytest $(PYTEST_ARGS)
+
+# Left out: tests marked slow, keyring (asks for keyring_session), kubectl or sshd, and the
+# integration, conformance, ui and packaging directories, which run real peers. Without a D-Bus
+# session address nothing reaches a Secret Service, even on a desktop.
+FAST_TESTS := tests/unit tests/kubeconfig -m "not slow and not keyring and not kubectl and not sshd"
+
+test-fast: install ## unit and kubeconfig tests with no real peer (no lint), in under 30 s
+	@start=$$(date +%s); \
+	env -u DBUS_SESSION_BUS_ADDRESS -u KUBETRAY_REQUIRE_PEERS $(BIN)/pytest -q $(FAST_TESTS) $(PYTEST_ARGS); \
+	status=$$?; echo "make test-fast: $$(( $$(date +%s) - start )) s"; exit $$status
 
 bench: system-deps install ## print the hot-path figures (bench/hot_path)
 	scripts/with-keyring $(BIN)/python bench/hot_path.py

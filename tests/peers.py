@@ -6,11 +6,12 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -217,3 +218,79 @@ def kubetray_env(base: Path) -> Iterator[KubetrayEnv]:
     finally:
         kt.stop_agent()
         shutil.rmtree(runtime_parent, ignore_errors=True)
+
+
+class Agent:
+    """A ``kubetray agent`` a test started (running_agent): its process and its stderr."""
+
+    def __init__(self, kt: KubetrayEnv, *args: str) -> None:
+        # A file, not a pipe: nobody reads it while the agent runs. stop() closes it.
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115
+        self._log: str | None = None
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "app", "agent", *args],
+            env=kt.env,
+            cwd=ROOT,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=self._stderr,
+        )
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def wait_until_serving(self, kt: KubetrayEnv, timeout: float) -> None:
+        """Until it holds the agent lock and its socket accepts a connection."""
+        deadline = time.monotonic() + timeout
+        while not (kt.agent_pid() == self.pid and _accepts(kt.runtime / "agent.sock")):
+            code = self.process.poll()
+            if code is not None:
+                pytest.fail(f"the agent exited with code {code} at start-up (stderr below)")
+            if time.monotonic() > deadline:
+                pytest.fail(f"the agent did not answer within {timeout:g} s")
+            time.sleep(0.02)
+
+    def stop(self) -> str:
+        """Terminate it (SIGTERM, SIGKILL after 10 s) unless it has exited; its stderr."""
+        if self._log is None:
+            if self.process.poll() is None:
+                self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+            self._stderr.seek(0)
+            self._log = self._stderr.read().decode(errors="replace")
+            self._stderr.close()
+        return self._log
+
+
+def _accepts(path: Path) -> bool:
+    with socket.socket(socket.AF_UNIX) as probe:
+        try:
+            probe.connect(str(path))
+        except OSError:
+            return False
+    return True
+
+
+StartAgent = Callable[..., Agent]
+"""The start_agent fixture: ``start_agent(kt, *args)`` (tests/conftest.py)."""
+
+
+@contextlib.contextmanager
+def running_agent(kt: KubetrayEnv, *args: str, timeout: float = 20) -> Iterator[Agent]:
+    """``kubetray agent ARGS`` for ``kt``, once it answers; stopped on the way out.
+
+    Its stderr goes to the test's captured stderr, which pytest shows beside a failure.
+    """
+    agent = Agent(kt, *args)
+    try:
+        agent.wait_until_serving(kt, timeout)
+        yield agent
+    finally:
+        log = agent.stop()
+        if log:
+            print(f"--- kubetray agent (pid {agent.pid}) stderr ---\n{log}", file=sys.stderr)

@@ -1,13 +1,16 @@
 """Start kubetray at login: XDG autostart (Linux), a LaunchAgent (macOS), the Run key (Windows).
 
 The platform is chosen once, here. Linux and macOS register with a file: their modules say
-where it goes and what it holds, and the writing is done here once.
+where it goes and what it holds, and the writing is done here once (atomically: a failed write
+leaves the entry that was there).
 """
 
 import contextlib
 import os
 import sys
 from types import ModuleType
+
+from app import atomic_file
 
 
 def _file_variant() -> ModuleType:
@@ -33,9 +36,8 @@ def set_enabled(enabled: bool, command: list[str]) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.remove(path)
         return
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "wb") as f:
-        f.write(variant.content(command))
+    os.makedirs(os.path.dirname(path), exist_ok=True)  # a shared folder: not atomic_file's 0700
+    atomic_file.write(path, variant.content(command), 0o644)
 
 
 def is_enabled() -> bool:

@@ -9,7 +9,7 @@ import yaml
 from joserfc import jwt
 from joserfc.jwk import KeySet
 
-from app import installation
+from app import atomic_file, installation
 from app.demo.apiserver import DemoAPIServer
 from app.demo.provider import CLIENT_ID, DemoProvider
 from app.errors import AppError
@@ -91,11 +91,7 @@ def write_kubeconfig(
             }
         ],
     }
-    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-    with open(
-        os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w", encoding="utf-8"
-    ) as f:
-        yaml.safe_dump(doc, f, sort_keys=False)
+    atomic_file.write(path, yaml.safe_dump(doc, sort_keys=False).encode(), 0o600)
 
 
 def _running_demo() -> int | None:

@@ -25,9 +25,8 @@ from typing import Any
 
 import yaml
 
-from app import jsonfile
+from app import atomic_file
 from app.errors import AppError
-from app.jsonfile import fsync_dir
 
 LOCK_WAIT = 10.0
 """How long to wait for another writer's ``<file>.lock`` before giving up."""
@@ -297,7 +296,7 @@ def _create_lock(lock: str, mark: bytes) -> None:
     a kubetray killed while locking never leaves an empty lock, which would pass for kubectl's
     and block every writer. Where links are not supported it is created and then written.
     """
-    tmp = jsonfile.temp_name(lock, "lock")
+    tmp = atomic_file.temp_name(lock, "lock")
     try:
         _write_fd(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NOFOLLOW, 0o600), mark)
         try:
@@ -332,9 +331,9 @@ def _remove_if_stale(lock: str) -> bool:
         return False
     if words[2] != socket.gethostname().encode():
         return False
-    if not words[1].isdigit() or jsonfile.process_alive(int(words[1])):
+    if not words[1].isdigit() or atomic_file.process_alive(int(words[1])):
         return False
-    aside = jsonfile.temp_name(lock, "stale")
+    aside = atomic_file.temp_name(lock, "stale")
     try:
         os.replace(lock, aside)
     except FileNotFoundError:
@@ -394,43 +393,16 @@ def _user(uid: int) -> str:
 
 
 def write_atomic(path: str, content: bytes, mode: int) -> None:
-    """Replace ``path`` with ``content`` so a crash at any point leaves the old or the new file.
+    """Replace ``path`` with ``content`` (atomic_file.write), keeping its owner, group and ``mode``.
 
-    Owner, group and ``mode`` carry over (see _owner); on any failure the temporary file goes
-    and the error names ``path``.
+    Owner and group carry over as _owner decides; any failure is a KubeconfigError naming ``path``.
     """
     directory = os.path.dirname(path) or "."
-    tmp = jsonfile.temp_name(path)
     try:
-        os.makedirs(directory, mode=0o700, exist_ok=True)
-        owner = _owner(path, directory)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NOFOLLOW, mode)
-        try:
-            if sys.platform != "win32":
-                if owner is not None and owner != (os.geteuid(), os.getegid()):
-                    try:
-                        os.fchown(fd, *owner)
-                    except PermissionError:
-                        # Our file, but a group we are not in: keep it, minus the group's rights.
-                        mode &= ~0o070
-                os.fchmod(fd, mode)  # after fchown, which may clear set-id bits
-            view = memoryview(content)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-        fsync_dir(directory)
-        jsonfile.remove_orphans(directory)
+        os.makedirs(directory, mode=0o700, exist_ok=True)  # _owner may ask who owns it
+        atomic_file.write(path, content, mode, owner=_owner(path, directory))
     except OSError as e:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
         raise KubeconfigError(f"cannot write {path}: {e.strerror or e}") from None
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 def file_mode(path: str) -> int:

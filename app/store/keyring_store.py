@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from app import jsonfile
+from app import atomic_file
 from app.errors import SecretLost, StoreError, StoreUnavailable
 
 SERVICE = "kubetray"
@@ -138,7 +138,7 @@ class KeyringSecretStore:
         blob = nonce + AESGCM(self._data_key()).encrypt(nonce, value, key.encode())
         path = self._sealed_path(key)
         try:  # a full disk or a kill leaves no half-sealed secret behind
-            jsonfile.write_atomic(path, blob, 0o600)
+            atomic_file.write(path, blob, 0o600)
         except OSError as e:
             raise StoreError(f"cannot write the sealed secret {path}: {e.strerror or e}") from None
         return os.path.basename(path)

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from exec_helper import protocol
-from tests.integration.test_ipc_security import hello, raw_exchange, start_agent, stop
-from tests.peers import ROOT, V1, KubetrayEnv, require
+from tests.integration.test_ipc_security import hello, raw_exchange
+from tests.peers import ROOT, V1, KubetrayEnv, StartAgent, require
 
 NO_AGENT = {"KUBETRAY_AGENT_COMMAND": "/bin/false"}
 
@@ -34,33 +34,32 @@ def single_line(stderr: str) -> str:
     return stderr
 
 
-def test_a_trickled_hello_is_cut_off_by_its_frame_deadline(kt: KubetrayEnv) -> None:
-    proc = start_agent(kt)
-    try:
-        with socket.socket(socket.AF_UNIX) as s:
-            s.connect(str(kt.runtime / "agent.sock"))
-            data = hello()
-            cut_off = False
-            for i in range(len(data)):  # one byte every 0.6 s: each recv is quick, the frame not
-                try:
-                    s.sendall(data[i : i + 1])
-                except (BrokenPipeError, ConnectionResetError):
-                    cut_off = True
-                    break
-                time.sleep(0.6)
-            if not cut_off:
-                s.settimeout(10)
-                try:
-                    cut_off = s.recv(65536) == b""
-                except ConnectionResetError:
-                    cut_off = True
-        assert cut_off, "the agent waited for a hello trickled over 12 s"
-    finally:
-        stop(proc)
+def test_a_trickled_hello_is_cut_off_by_its_frame_deadline(
+    kt: KubetrayEnv, start_agent: StartAgent
+) -> None:
+    start_agent(kt)
+    with socket.socket(socket.AF_UNIX) as s:
+        s.connect(str(kt.runtime / "agent.sock"))
+        data = hello()
+        cut_off = False
+        for i in range(len(data)):  # one byte every 0.6 s: each recv is quick, the frame not
+            try:
+                s.sendall(data[i : i + 1])
+            except (BrokenPipeError, ConnectionResetError):
+                cut_off = True
+                break
+            time.sleep(0.6)
+        if not cut_off:
+            s.settimeout(10)
+            try:
+                cut_off = s.recv(65536) == b""
+            except ConnectionResetError:
+                cut_off = True
+    assert cut_off, "the agent waited for a hello trickled over 12 s"
 
 
 def test_slow_and_idle_connections_do_not_starve_real_calls(
-    kt: KubetrayEnv, keyring_session: None, name: str
+    kt: KubetrayEnv, start_agent: StartAgent, keyring_session: None, name: str
 ) -> None:
     kt.store_token(name, "starved-token")
     proc = start_agent(kt)
@@ -91,7 +90,7 @@ def test_slow_and_idle_connections_do_not_starve_real_calls(
         stop_trickle.set()
         for s in held:
             s.close()
-        stop(proc)
+        proc.stop()
         kt.kubetray("forget", name)
 
 
@@ -112,58 +111,55 @@ MALFORMED = [
 
 
 def test_malformed_requests_are_answered_and_never_crash_the_agent(
-    kt: KubetrayEnv, keyring_session: None
+    kt: KubetrayEnv, start_agent: StartAgent, keyring_session: None
 ) -> None:
     proc = start_agent(kt)
     sock = kt.runtime / "agent.sock"
-    try:
-        for doc in MALFORMED:
-            answer = raw_exchange(sock, hello(), request(doc))
-            assert answer and answer[-1]["type"] == "result", doc
-            assert answer[-1]["exit"] != 0 and answer[-1]["stderr"], (doc, answer[-1])
-        deep = protocol.frame(b"[" * 100_000 + b"]" * 100_000)
-        answer = raw_exchange(sock, hello(), deep)
-        assert answer[-1]["exit"] == 2 and "malformed request" in answer[-1]["stderr"]
-        status = raw_exchange(sock, hello(), request({"op": "status"}))
-        assert status[-1]["exit"] == 0
-    finally:
-        log = stop(proc)
+    for doc in MALFORMED:
+        answer = raw_exchange(sock, hello(), request(doc))
+        assert answer and answer[-1]["type"] == "result", doc
+        assert answer[-1]["exit"] != 0 and answer[-1]["stderr"], (doc, answer[-1])
+    deep = protocol.frame(b"[" * 100_000 + b"]" * 100_000)
+    answer = raw_exchange(sock, hello(), deep)
+    assert answer[-1]["exit"] == 2 and "malformed request" in answer[-1]["stderr"]
+    status = raw_exchange(sock, hello(), request({"op": "status"}))
+    assert status[-1]["exit"] == 0
+    log = proc.stop()
     assert "Traceback" not in log
 
 
-def test_names_from_requests_do_not_grow_the_agent(kt: KubetrayEnv, keyring_session: None) -> None:
-    proc = start_agent(kt)
+def test_names_from_requests_do_not_grow_the_agent(
+    kt: KubetrayEnv, start_agent: StartAgent, keyring_session: None
+) -> None:
+    start_agent(kt)
     sock = kt.runtime / "agent.sock"
-    try:
-        for i in range(100):
-            args = ["--stored", f"unknown-{i}"]
-            answer = raw_exchange(
-                sock, hello(), request({"op": "get_credential", "exec_info": V1, "args": args})
-            )
-            assert "no stored credential named" in answer[-1]["stderr"]
-        huge = "h" * 100_000
+    for i in range(100):
+        args = ["--stored", f"unknown-{i}"]
         answer = raw_exchange(
-            sock,
-            hello(),
-            request({"op": "get_credential", "exec_info": V1, "args": ["--stored", huge]}),
+            sock, hello(), request({"op": "get_credential", "exec_info": V1, "args": args})
         )
-        assert answer[-1]["exit"] == 2 and len(answer[-1]["stderr"]) < 1000
-        answer = raw_exchange(
-            sock,
-            hello(),
-            request({"op": "get_credential", "exec_info": V1, "args": ["--stored", "h" * 200]}),
-        )
-        assert "invalid credential name" in answer[-1]["stderr"]
-        status = json.loads(raw_exchange(sock, hello(), request({"op": "status"}))[-1]["stdout"])
-        names = [i["name"] for i in status["identities"]]
-        assert len(names) <= 40, len(names)  # the newest few unknown names, not all 100
-        assert "unknown-99" in names and "unknown-0" not in names
-        calls = json.loads(
-            raw_exchange(sock, hello(), request({"op": "calls", "limit": 1000}))[-1]["stdout"]
-        )["calls"]
-        assert all(len(json.dumps(c)) < 2000 for c in calls)
-    finally:
-        stop(proc)
+        assert "no stored credential named" in answer[-1]["stderr"]
+    huge = "h" * 100_000
+    answer = raw_exchange(
+        sock,
+        hello(),
+        request({"op": "get_credential", "exec_info": V1, "args": ["--stored", huge]}),
+    )
+    assert answer[-1]["exit"] == 2 and len(answer[-1]["stderr"]) < 1000
+    answer = raw_exchange(
+        sock,
+        hello(),
+        request({"op": "get_credential", "exec_info": V1, "args": ["--stored", "h" * 200]}),
+    )
+    assert "invalid credential name" in answer[-1]["stderr"]
+    status = json.loads(raw_exchange(sock, hello(), request({"op": "status"}))[-1]["stdout"])
+    names = [i["name"] for i in status["identities"]]
+    assert len(names) <= 40, len(names)  # the newest few unknown names, not all 100
+    assert "unknown-99" in names and "unknown-0" not in names
+    calls = json.loads(
+        raw_exchange(sock, hello(), request({"op": "calls", "limit": 1000}))[-1]["stdout"]
+    )["calls"]
+    assert all(len(json.dumps(c)) < 2000 for c in calls)
 
 
 def test_a_full_backlog_gives_one_line(kt: KubetrayEnv) -> None:
@@ -200,19 +196,16 @@ def test_deeply_nested_exec_info_gives_one_line(kt: KubetrayEnv) -> None:
 
 
 def test_terminal_escapes_from_exec_info_are_shown_escaped(
-    kt: KubetrayEnv, keyring_session: None
+    kt: KubetrayEnv, start_agent: StartAgent, keyring_session: None
 ) -> None:
     evil = V1.replace("/v1", "/v9\\u001b]0;pwned\\u0007\\u001b[2J")  # JSON escapes
     done = kt.run_helper("--stored", "x", exec_info=evil, extra_env=NO_AGENT)  # checked locally
     assert done.returncode == 1 and "\x1b" not in done.stderr and "\x07" not in done.stderr
     assert "\\x1b]0;pwned\\x07\\x1b[2J" in single_line(done.stderr)
-    proc = start_agent(kt)
-    try:  # and as the agent answers it
-        done = kt.run_helper("--stored", "x", exec_info=evil)
-        assert done.returncode == 1 and "\x1b" not in done.stderr
-        assert "\\x1b[2J" in single_line(done.stderr)
-    finally:
-        stop(proc)
+    start_agent(kt)  # and as the agent answers it
+    done = kt.run_helper("--stored", "x", exec_info=evil)
+    assert done.returncode == 1 and "\x1b" not in done.stderr
+    assert "\\x1b[2J" in single_line(done.stderr)
 
 
 def test_an_agent_that_cannot_start_is_reported_at_once(kt: KubetrayEnv, tmp_path: Path) -> None:
@@ -277,7 +270,9 @@ def test_a_squatted_socket_directory_is_refused_with_the_reason() -> None:
         shutil.rmtree(base, ignore_errors=True)
 
 
-def test_sigterm_stops_the_agent_whichever_thread_receives_it(kt: KubetrayEnv) -> None:
+def test_sigterm_stops_the_agent_whichever_thread_receives_it(
+    kt: KubetrayEnv, start_agent: StartAgent
+) -> None:
     """The kernel may deliver a process's SIGTERM to any of its threads; the agent still stops
     at once (its main thread used to sit in accept() and never ran the handler)."""
     import ctypes
@@ -295,9 +290,6 @@ def test_sigterm_stops_the_agent_whichever_thread_receives_it(kt: KubetrayEnv) -
         libc = ctypes.CDLL(None, use_errno=True)
         sys_tgkill = 234  # x86_64
         assert libc.syscall(sys_tgkill, proc.pid, tids[-1], 15) == 0
-        proc.communicate(timeout=5)
-        assert proc.returncode == 0
+        assert proc.process.wait(timeout=5) == 0
     finally:
         idle.close()
-        if proc.poll() is None:
-            stop(proc)

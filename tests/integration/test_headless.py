@@ -18,7 +18,7 @@ import yaml
 from tests.apiserver import APIServer
 from tests.idp import BROWSE, IdP, browser_available, browser_log, run_idp
 from tests.integration.test_oidc import checker, expect, kubeconfig, oidc_args
-from tests.peers import ROOT, KubetrayEnv, kubectl_binaries, require
+from tests.peers import ROOT, KubetrayEnv, StartAgent, kubectl_binaries, require
 from tests.pki import CA
 
 URL = re.compile(r"https?://\S+")
@@ -204,24 +204,9 @@ def person_opens(url: str, env: dict[str, str], log: Path) -> None:
     assert done.returncode == 0, done.stderr
 
 
-def start_agent(kt: KubetrayEnv) -> "subprocess.Popen[str]":
-    agent = subprocess.Popen(
-        [sys.executable, "-m", "app", "agent"],
-        env=kt.env,
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    deadline = time.monotonic() + 20
-    while kt.agent_pid() != agent.pid:
-        assert time.monotonic() < deadline and agent.poll() is None, "the agent did not start"
-        time.sleep(0.05)
-    return agent
-
-
 def test_a_browser_that_fails_at_once_is_reported_with_the_url(
     kt: KubetrayEnv,
+    start_agent: StartAgent,
     idp: IdP,
     api: APIServer,
     keyring_session: None,
@@ -230,7 +215,7 @@ def test_a_browser_that_fails_at_once_is_reported_with_the_url(
     require(browser_available(), "needs Debian chromium and Python playwright")
     kt.env["KUBETRAY_BROWSER"] = "false"  # exits 1 at once, like chromium run as root
     config = kubeconfig(kt, api, oidc_args(idp), tmp_path / "kubeconfig")
-    agent = start_agent(kt)
+    start_agent(kt)
     start = time.monotonic()
     kubectl = subprocess.Popen(
         [kubectl_133(), "--kubeconfig", str(config), "get", "ns", "-o", "name"],
@@ -253,7 +238,6 @@ def test_a_browser_that_fails_at_once_is_reported_with_the_url(
         assert "namespace/kubetray-proof" in out
     finally:
         stop(kubectl)
-        stop(agent)
 
 
 def test_over_ssh_no_browser_starts_and_the_device_code_logs_in(

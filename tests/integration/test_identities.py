@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from tests.idp import IdP, run_idp
-from tests.peers import ROOT, KubetrayEnv
+from tests.peers import KubetrayEnv, StartAgent
 
 pytestmark = pytest.mark.usefixtures("keyring_session")
 
@@ -84,35 +84,22 @@ def test_spellings_are_one_identity_named_after_the_kubeconfig_user(
 
 
 def test_a_restarted_agent_shows_the_true_state_before_any_call(
-    kt: KubetrayEnv, idp: IdP, tmp_path: Path
+    kt: KubetrayEnv, start_agent: StartAgent, idp: IdP, tmp_path: Path
 ) -> None:
     assert kt.run_helper(*login_args(idp.issuer)).returncode == 0
     name = oidc_rows(kt)[0]["name"]
     kt.stop_agent()
-    agent = subprocess.Popen(
-        [sys.executable, "-m", "app", "agent"],
-        env=kt.env,
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 15
-        rows: list[dict[str, Any]] = []
-        while time.monotonic() < deadline:
-            try:
-                rows = oidc_rows(kt)
-            except subprocess.CalledProcessError:
-                rows = []  # not listening yet
-            if rows and rows[0]["state"] == "ready":
-                break
-            time.sleep(0.1)
-        assert [(r["name"], r["state"], r["calls"], r["who"]) for r in rows] == [
-            (name, "ready", 0, "alice@example.test")
-        ]
-    finally:
-        kt.stop_agent()
-        agent.wait(10)
+    start_agent(kt)
+    deadline = time.monotonic() + 15
+    rows: list[dict[str, Any]] = []
+    while time.monotonic() < deadline:
+        rows = oidc_rows(kt)
+        if rows and rows[0]["state"] == "ready":
+            break
+        time.sleep(0.1)
+    assert [(r["name"], r["state"], r["calls"], r["who"]) for r in rows] == [
+        (name, "ready", 0, "alice@example.test")
+    ]
 
 
 def test_forget_logs_out_and_removes_the_identity(kt: KubetrayEnv, idp: IdP) -> None:

@@ -10,35 +10,9 @@ import time
 from pathlib import Path
 
 from exec_helper import protocol
-from tests.peers import ROOT, V1, KubetrayEnv, kubetray_env, require
+from tests.peers import V1, KubetrayEnv, StartAgent, kubetray_env, require
 
 NOBODY = 65534
-
-
-def start_agent(kt: KubetrayEnv) -> subprocess.Popen[str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "app", "agent"],
-        env=kt.env,
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    deadline = time.monotonic() + 15
-    while True:
-        assert proc.poll() is None, proc.communicate()[1]
-        assert time.monotonic() < deadline, "agent did not start"
-        try:
-            with socket.socket(socket.AF_UNIX) as probe:
-                probe.connect(str(kt.runtime / "agent.sock"))
-            return proc
-        except OSError:
-            time.sleep(0.02)
-
-
-def stop(proc: subprocess.Popen[str]) -> str:
-    proc.terminate()
-    return proc.communicate(timeout=10)[1]
 
 
 def raw_exchange(path: Path, *frames: bytes, read: bool = True) -> list[dict]:
@@ -69,29 +43,25 @@ def hello(version: int = protocol.PROTOCOL_VERSION) -> bytes:
     return protocol.frame(json.dumps({"op": "hello", "version": version}).encode())
 
 
-def test_directory_and_socket_are_private(kt: KubetrayEnv) -> None:
+def test_directory_and_socket_are_private(kt: KubetrayEnv, start_agent: StartAgent) -> None:
     proc = start_agent(kt)
-    try:
-        assert kt.runtime.stat().st_mode & 0o777 == 0o700
-        assert (kt.runtime / "agent.sock").stat().st_mode & 0o777 == 0o600
-        assert (kt.runtime / "agent.lock").stat().st_mode & 0o777 == 0o600
-    finally:
-        stop(proc)
+    assert kt.runtime.stat().st_mode & 0o777 == 0o700
+    assert (kt.runtime / "agent.sock").stat().st_mode & 0o777 == 0o600
+    assert (kt.runtime / "agent.lock").stat().st_mode & 0o777 == 0o600
+    proc.stop()
     assert not (kt.runtime / "agent.sock").exists()
 
 
 def test_loose_directory_of_ours_is_refused_by_helper_and_tightened_by_agent(
     kt: KubetrayEnv,
+    start_agent: StartAgent,
 ) -> None:
     kt.runtime.mkdir(mode=0o755)
     kt.runtime.chmod(0o755)
     done = kt.run_helper("--stored", "x", extra_env={"KUBETRAY_AGENT_COMMAND": "/bin/false"})
     assert done.returncode == 1 and "mode 755 lets others in" in done.stderr
-    proc = start_agent(kt)
-    try:
-        assert kt.runtime.stat().st_mode & 0o777 == 0o700
-    finally:
-        stop(proc)
+    start_agent(kt)
+    assert kt.runtime.stat().st_mode & 0o777 == 0o700
 
 
 def test_symlinked_directory_is_refused(kt: KubetrayEnv, tmp_path: Path) -> None:
@@ -115,73 +85,68 @@ def test_foreign_owned_directory_is_refused(kt: KubetrayEnv) -> None:
     assert agent.returncode == 1 and f"belongs to uid {NOBODY}" in agent.stderr
 
 
-def test_another_uid_gets_nothing(kt: KubetrayEnv) -> None:
+def test_another_uid_gets_nothing(kt: KubetrayEnv, start_agent: StartAgent) -> None:
     require(os.getuid() == 0 and shutil.which("setpriv") is not None, "needs root and setpriv")
     proc = start_agent(kt)
-    try:
-        as_nobody = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
-        client = (
-            "import socket,sys; s=socket.socket(socket.AF_UNIX); s.settimeout(5); "
-            "s.connect(sys.argv[1]); s.sendall(bytes.fromhex(sys.argv[2])); "
-            "print(repr(s.recv(65536)))"
-        )
-        frames = (hello() + protocol.frame(json.dumps({"op": "status"}).encode())).hex()
-        sock = str(kt.runtime / "agent.sock")
-        blocked = subprocess.run(
-            [*as_nobody, sys.executable, "-I", "-c", client, sock, frames],
-            capture_output=True,
-            text=True,
-            timeout=20,
-        )
-        assert blocked.returncode != 0 and "PermissionError" in blocked.stderr  # 0700 directory
-        # Even with the directory and socket opened up by mistake, the peer uid check holds.
-        kt.runtime.parent.chmod(0o755)
-        kt.runtime.chmod(0o755)
-        (kt.runtime / "agent.sock").chmod(0o777)
-        opened = subprocess.run(
-            [*as_nobody, sys.executable, "-I", "-c", client, sock, frames],
-            capture_output=True,
-            text=True,
-            timeout=20,
-        )
-        # Dropped before a byte is read: the client sees EOF, a reset, or a broken pipe.
-        refused = ("ConnectionResetError", "BrokenPipeError")
-        assert opened.stdout.strip() == "b''" or any(r in opened.stderr for r in refused)
-    finally:
-        log = stop(proc)
+    as_nobody = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+    client = (
+        "import socket,sys; s=socket.socket(socket.AF_UNIX); s.settimeout(5); "
+        "s.connect(sys.argv[1]); s.sendall(bytes.fromhex(sys.argv[2])); "
+        "print(repr(s.recv(65536)))"
+    )
+    frames = (hello() + protocol.frame(json.dumps({"op": "status"}).encode())).hex()
+    sock = str(kt.runtime / "agent.sock")
+    blocked = subprocess.run(
+        [*as_nobody, sys.executable, "-I", "-c", client, sock, frames],
+        capture_output=True,
+        text=True,
+        timeout=20,
+    )
+    assert blocked.returncode != 0 and "PermissionError" in blocked.stderr  # 0700 directory
+    # Even with the directory and socket opened up by mistake, the peer uid check holds.
+    kt.runtime.parent.chmod(0o755)
+    kt.runtime.chmod(0o755)
+    (kt.runtime / "agent.sock").chmod(0o777)
+    opened = subprocess.run(
+        [*as_nobody, sys.executable, "-I", "-c", client, sock, frames],
+        capture_output=True,
+        text=True,
+        timeout=20,
+    )
+    # Dropped before a byte is read: the client sees EOF, a reset, or a broken pipe.
+    refused = ("ConnectionResetError", "BrokenPipeError")
+    assert opened.stdout.strip() == "b''" or any(r in opened.stderr for r in refused)
+    log = proc.stop()
     assert f"refused a connection from uid {NOBODY}" in log
 
 
 def test_oversized_garbage_and_hello_less_frames_are_dropped(
-    kt: KubetrayEnv, keyring_session: None
+    kt: KubetrayEnv, start_agent: StartAgent, keyring_session: None
 ) -> None:
     proc = start_agent(kt)
     sock = kt.runtime / "agent.sock"
-    try:
-        too_big = (protocol.MAX_FRAME + 1).to_bytes(4, "big")
-        assert raw_exchange(sock, too_big) == []
-        assert raw_exchange(sock, protocol.frame(b"\xff\x00 not json")) == []
-        assert raw_exchange(sock, protocol.frame(b"[1,2]")) == []
-        assert raw_exchange(sock, protocol.frame(json.dumps({"op": "status"}).encode())) == []
-        answer = raw_exchange(sock, hello(99), protocol.frame(b"{}"))
-        assert answer[-1]["exit"] == 1 and "restart the agent" in answer[-1]["stderr"]
-        answer = raw_exchange(
-            sock, hello(), protocol.frame(json.dumps({"op": "read_secret"}).encode())
-        )
-        assert (
-            answer[-1]["exit"] == 1
-            and "does not know the request 'read_secret'" in answer[-1]["stderr"]
-        )
-        status = raw_exchange(sock, hello(), protocol.frame(json.dumps({"op": "status"}).encode()))
-        assert (
-            status[0]["type"] == "hello"
-            and json.loads(status[-1]["stdout"])["agent"]["pid"] == proc.pid
-        )
-    finally:
-        stop(proc)
+    too_big = (protocol.MAX_FRAME + 1).to_bytes(4, "big")
+    assert raw_exchange(sock, too_big) == []
+    assert raw_exchange(sock, protocol.frame(b"\xff\x00 not json")) == []
+    assert raw_exchange(sock, protocol.frame(b"[1,2]")) == []
+    assert raw_exchange(sock, protocol.frame(json.dumps({"op": "status"}).encode())) == []
+    answer = raw_exchange(sock, hello(99), protocol.frame(b"{}"))
+    assert answer[-1]["exit"] == 1 and "restart the agent" in answer[-1]["stderr"]
+    answer = raw_exchange(sock, hello(), protocol.frame(json.dumps({"op": "read_secret"}).encode()))
+    assert (
+        answer[-1]["exit"] == 1
+        and "does not know the request 'read_secret'" in answer[-1]["stderr"]
+    )
+    status = raw_exchange(sock, hello(), protocol.frame(json.dumps({"op": "status"}).encode()))
+    assert (
+        status[0]["type"] == "hello"
+        and json.loads(status[-1]["stdout"])["agent"]["pid"] == proc.pid
+    )
 
 
-def test_silent_client_blocks_nobody(kt: KubetrayEnv, keyring_session: None, name: str) -> None:
+def test_silent_client_blocks_nobody(
+    kt: KubetrayEnv, start_agent: StartAgent, keyring_session: None, name: str
+) -> None:
     kt.store_token(name, "silent-test-token")
     proc = start_agent(kt)
     silent = [socket.socket(socket.AF_UNIX) for _ in range(5)]
@@ -197,28 +162,27 @@ def test_silent_client_blocks_nobody(kt: KubetrayEnv, keyring_session: None, nam
     finally:
         for s in silent:
             s.close()
-        stop(proc)
+        proc.stop()
         kt.kubetray("forget", name)
 
 
-def test_one_agent_per_user_and_stale_socket_replaced(kt: KubetrayEnv) -> None:
+def test_one_agent_per_user_and_stale_socket_replaced(
+    kt: KubetrayEnv, start_agent: StartAgent
+) -> None:
     first = start_agent(kt)
     second = kt.kubetray("agent")
     assert second.returncode == 1
     assert f"already running for this user (pid {first.pid})" in second.stderr
-    first.kill()  # SIGKILL: the socket file stays behind
-    first.communicate()
+    first.process.kill()  # SIGKILL: the socket file stays behind
+    first.process.wait()
     assert (kt.runtime / "agent.sock").exists()
     third = start_agent(kt)
-    try:
-        answer = raw_exchange(
-            kt.runtime / "agent.sock",
-            hello(),
-            protocol.frame(json.dumps({"op": "status"}).encode()),
-        )
-        assert json.loads(answer[-1]["stdout"])["agent"]["pid"] == third.pid
-    finally:
-        stop(third)
+    answer = raw_exchange(
+        kt.runtime / "agent.sock",
+        hello(),
+        protocol.frame(json.dumps({"op": "status"}).encode()),
+    )
+    assert json.loads(answer[-1]["stdout"])["agent"]["pid"] == third.pid
 
 
 def test_helper_refuses_an_agent_of_another_uid(tmp_path: Path) -> None:

@@ -17,23 +17,22 @@ from tests.integration.test_headless import (
     kubectl_133,
     person_opens,
     read_until,
-    start_agent,
     start_demo,
     stop,
 )
 from tests.integration.test_oidc import kubeconfig, oidc_args
-from tests.peers import ROOT, V1, KubetrayEnv, require
+from tests.peers import ROOT, V1, KubetrayEnv, StartAgent, require
 
 
 def running(kt: KubetrayEnv) -> bool:
     return (kt.runtime / "agent.sock").exists()
 
 
-def test_stop_ends_the_agent_cleanly(kt: KubetrayEnv) -> None:
+def test_stop_ends_the_agent_cleanly(kt: KubetrayEnv, start_agent: StartAgent) -> None:
     agent = start_agent(kt)
     done = kt.kubetray("stop")
     assert done.returncode == 0 and done.stdout == f"stopped kubetray (pid {agent.pid})\n"
-    assert agent.wait(timeout=10) == 0
+    assert agent.process.wait(timeout=10) == 0
     assert not running(kt)
     again = kt.kubetray("stop")
     assert again.returncode == 0 and again.stdout == "kubetray is not running\n"
@@ -66,7 +65,10 @@ def test_no_display_is_one_line_pointing_to_the_agent(kt: KubetrayEnv) -> None:
     assert "the headless kubetray agent runs here (kubetray status)" in again.stderr
 
 
-def test_a_second_demo_leaves_the_first_working(headless: KubetrayEnv) -> None:  # noqa: F811
+def test_a_second_demo_leaves_the_first_working(
+    headless: KubetrayEnv,  # noqa: F811
+    start_agent: StartAgent,
+) -> None:
     kt = headless
     kubeconfig_path = kt.config / "demo" / "kubeconfig"
     agent = start_agent(kt)
@@ -74,7 +76,7 @@ def test_a_second_demo_leaves_the_first_working(headless: KubetrayEnv) -> None: 
     assert refused.returncode == 1
     assert f"already serves this user (pid {agent.pid})" in refused.stderr
     assert "stop" in refused.stderr and not kubeconfig_path.exists()  # nothing written
-    stop(agent)
+    agent.stop()
 
     first, command = start_demo(kt)
     try:
@@ -117,7 +119,7 @@ def wait_for(kt: KubetrayEnv, proc: "subprocess.Popen[str]", limit: float = 30) 
 
 
 def test_the_app_takes_over_from_the_agent_without_losing_the_login(
-    kt: KubetrayEnv, idp: IdP, keyring_session: None, tmp_path: Path
+    kt: KubetrayEnv, start_agent: StartAgent, idp: IdP, keyring_session: None, tmp_path: Path
 ) -> None:
     require(browser_available(), "needs Debian chromium and Python playwright")
     from tests.apiserver import APIServer
@@ -146,12 +148,12 @@ def test_the_app_takes_over_from_the_agent_without_losing_the_login(
             said, _ = read_until(app.stderr, "taking over from the headless agent", 30)
             assert f"(pid {agent.pid})" in said
             time.sleep(1)
-            assert agent.poll() is None and kt.agent_pid() == agent.pid  # the login goes on
+            assert agent.process.poll() is None and kt.agent_pid() == agent.pid  # the login goes on
             person_opens(url, kt.env, tmp_path / "person.jsonl")
             out, err = kubectl.communicate(timeout=60)
             assert kubectl.returncode == 0, seen + err
             assert "namespace/kubetray-proof" in out
-            assert agent.wait(timeout=20) == 0
+            assert agent.process.wait(timeout=20) == 0
             wait_for(kt, app)
             status = json.loads(kt.kubetray("status", "--json").stdout)
             assert status["agent"]["pid"] == app.pid
@@ -169,7 +171,6 @@ def test_the_app_takes_over_from_the_agent_without_losing_the_login(
             assert again.returncode == 0 and again.stderr == ""  # no second login
         finally:
             stop(kubectl)
-            stop(agent)
             if app is not None:
                 stop(app)
 
@@ -212,24 +213,14 @@ def test_quitting_during_a_login_fails_its_callers_and_leaves_no_agent(
 
 
 def test_the_app_says_what_to_do_when_taking_over_would_lose_memory_logins(
-    kt: KubetrayEnv,
+    kt: KubetrayEnv, start_agent: StartAgent
 ) -> None:
     """A memory-store agent holding a login is not taken over silently."""
     from app.demo.provider import CLIENT_ID, DemoProvider
 
+    agent = start_agent(kt, "--store", "memory")
     provider = DemoProvider().start()
-    agent = subprocess.Popen(
-        [sys.executable, "-m", "app", "agent", "--store", "memory"],
-        env=kt.env,
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
     try:
-        deadline = time.monotonic() + 20
-        while kt.agent_pid() != agent.pid or not running(kt):
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
         login = kt.kubetray(
             "login",
             "--",
@@ -246,7 +237,6 @@ def test_the_app_says_what_to_do_when_taking_over_would_lose_memory_logins(
         assert app.returncode == 1
         assert re.search(r"holds the logins to \S+ in memory only", err), err
         assert "kubetray stop" in err
-        assert agent.poll() is None and running(kt)  # left serving
+        assert agent.process.poll() is None and running(kt)  # left serving
     finally:
-        stop(agent)
         provider.stop()

@@ -30,11 +30,10 @@ import yaml
 
 from tests.apiserver import NAMESPACES, APIServer
 from tests.idp import BROWSE, IdP, browser_available, browser_log, run_idp
-from tests.integration.test_headless import start_agent, stop
 from tests.integration.test_oidc import checker, oidc_args
 from tests.integration.test_oidc import kubeconfig as local_kubeconfig
 from tests.integration.test_oidc import kubectl as local_kubectl
-from tests.peers import ROOT, V1, KubetrayEnv, kubectl_binaries, require
+from tests.peers import ROOT, V1, KubetrayEnv, kubectl_binaries, require, running_agent
 from tests.pki import CA
 from tests.sshd import (
     REMOTE_PYTHON,
@@ -115,11 +114,8 @@ def desktop(kt: KubetrayEnv, keyring_session: None) -> Iterator[KubetrayEnv]:
     )
     gate.chmod(0o755)
     kt.env.update(KUBETRAY_BROWSER=str(gate), KUBETRAY_TEST_BROWSER_LOG=str(browser_opened(kt)))
-    agent = start_agent(kt)
-    try:
+    with running_agent(kt):
         yield kt
-    finally:
-        stop(agent)
 
 
 def browser_opened(kt: KubetrayEnv) -> Path:

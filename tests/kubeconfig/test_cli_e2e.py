@@ -18,7 +18,7 @@ import yaml
 
 from tests.apiserver import NAMESPACES, APIServer
 from tests.idp import run_idp
-from tests.peers import ROOT, KubetrayEnv, kubectl_binaries, require
+from tests.peers import ROOT, KubetrayEnv, StartAgent, kubectl_binaries, require
 from tests.pki import CA
 
 TOKEN = "secure-me-token-3f9b1c77d2"
@@ -191,49 +191,36 @@ def _failures(out: str) -> list[str]:
 
 
 def test_doctor_passes_on_a_healthy_setup_and_names_each_broken_condition(
-    kt: KubetrayEnv, keyring_session: None, tmp_path: Path
+    kt: KubetrayEnv, start_agent: StartAgent, keyring_session: None, tmp_path: Path
 ) -> None:
     config = tmp_path / "kubeconfig"
     with run_idp() as idp:
         _setup(kt, config, idp.issuer)
-        agent = subprocess.Popen(
-            [sys.executable, "-m", "app", "agent"],
-            env=kt.env,
-            cwd=ROOT,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+        agent = start_agent(kt)
+        healthy = _doctor(kt, config)
+        assert healthy.returncode == 0, healthy.stdout
+        assert (
+            f"ok    provider {idp.issuer}: PKCE (S256) yes, device code login yes" in healthy.stdout
         )
-        try:
-            for _ in range(100):  # the agent answers within a moment
-                if kt.kubetray("status").stdout.startswith("agent: running"):
-                    break
-            healthy = _doctor(kt, config)
-            assert healthy.returncode == 0, healthy.stdout
-            assert (
-                f"ok    provider {idp.issuer}: PKCE (S256) yes, device code login yes"
-                in healthy.stdout
-            )
-            assert "ok    keyring: writes, reads and deletes" in healthy.stdout
-            # No cluster listens at the kubeconfig's server: a warning, counted, not a problem.
-            warnings = [line for line in healthy.stdout.splitlines() if line.startswith("WARN")]
-            assert len(warnings) == 1 and "127.0.0.1:6443" in warnings[0], healthy.stdout
-            assert healthy.stdout.rstrip().endswith("no problems, 1 warning(s) (see WARN above)")
+        assert "ok    keyring: writes, reads and deletes" in healthy.stdout
+        # No cluster listens at the kubeconfig's server: a warning, counted, not a problem.
+        warnings = [line for line in healthy.stdout.splitlines() if line.startswith("WARN")]
+        assert len(warnings) == 1 and "127.0.0.1:6443" in warnings[0], healthy.stdout
+        assert healthy.stdout.rstrip().endswith("no problems, 1 warning(s) (see WARN above)")
 
-            # A helper path that is wrong (an uninstalled or moved kubetray).
-            broken = config.read_text().replace(str(Path(sys.executable).parent), "/nonexistent")
-            wrong = tmp_path / "wrong-helper"
-            wrong.write_text(broken)
-            done = _doctor(kt, wrong)
-            assert done.returncode == 1 and _failures(done.stdout) == ["helper of user c"]
-            assert "fix: point kubeconfig at the installed helper" in done.stdout
+        # A helper path that is wrong (an uninstalled or moved kubetray).
+        broken = config.read_text().replace(str(Path(sys.executable).parent), "/nonexistent")
+        wrong = tmp_path / "wrong-helper"
+        wrong.write_text(broken)
+        done = _doctor(kt, wrong)
+        assert done.returncode == 1 and _failures(done.stdout) == ["helper of user c"]
+        assert "fix: point kubeconfig at the installed helper" in done.stdout
 
-            # A keyring that is there but locked (a daemon nobody unlocked).
-            locked = _doctor_with_locked_keyring(kt, config)
-            assert _failures(locked.stdout) == ["keyring"], locked.stdout
-            assert "unlock" in locked.stdout.lower()
-        finally:
-            agent.terminate()
-            agent.wait(10)
+        # A keyring that is there but locked (a daemon nobody unlocked).
+        locked = _doctor_with_locked_keyring(kt, config)
+        assert _failures(locked.stdout) == ["keyring"], locked.stdout
+        assert "unlock" in locked.stdout.lower()
+        agent.stop()
         kt.stop_agent()
         done = _doctor(kt, config)  # no agent: kubetray-exec would start one, so a warning
         assert done.returncode == 0 and _failures(done.stdout) == [], done.stdout

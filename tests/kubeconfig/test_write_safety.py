@@ -51,6 +51,7 @@ def _big_kubeconfig(path: Path) -> None:
     path.chmod(0o640)
 
 
+@pytest.mark.slow
 def test_sigkill_at_random_points_never_loses_the_file(tmp_path: Path) -> None:
     config = tmp_path / "config"
     _big_kubeconfig(config)
@@ -173,7 +174,7 @@ def test_a_lock_taken_while_a_stale_one_is_removed_is_left_alone(
         lock.write_bytes(live)
         return False
 
-    monkeypatch.setattr(files.jsonfile, "process_alive", meanwhile)
+    monkeypatch.setattr(files.atomic_file, "process_alive", meanwhile)
     assert files._remove_if_stale(str(lock)) is False
     assert lock.read_bytes() == live
     assert [p.name for p in tmp_path.iterdir()] == ["config.lock"]
