@@ -18,6 +18,12 @@ else:
     import posix as _os  # `os` costs a millisecond of imports; posix is built in
 
 EXEC_INFO = "KUBERNETES_EXEC_INFO"
+NO_EXEC_INFO = (
+    '{"apiVersion":"client.authentication.k8s.io/v1beta1","kind":"ExecCredential",'
+    '"spec":{"interactive":false}}'
+)
+"""What a caller that sends no KUBERNETES_EXEC_INFO gets (JavaScript's client-node never does):
+v1beta1, not interactive, no cluster info, as int128/kubelogin reads it."""
 
 
 def _fail(message: str) -> int:
@@ -59,12 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         from exec_helper.agent_start import print_help
 
         return print_help(args)
-    exec_info = paths.getenv(EXEC_INFO)
-    if not exec_info:
-        return _fail(
-            f"{EXEC_INFO} env var is unset or empty: kubetray-exec is run by kubectl from a "
-            "kubeconfig exec entry (see kubetray-exec --help)"
-        )
+    exec_info = paths.getenv(EXEC_INFO) or NO_EXEC_INFO
     request = protocol.encode(
         {
             "op": "get_credential",

@@ -90,19 +90,24 @@ def start_agent_for_cli() -> None:
     _spawn()
 
 
-def _drop_if_late(proc: "subprocess.Popen[bytes]") -> None:
-    """Another agent answered first: ours, still starting, would otherwise take the lock once
-    that one stops and live on with nobody to serve. (Its pid is in the lock file once it
-    listens, so an agent that answered is never ours when the pids differ.)"""
-    if sys.platform == "win32" or proc.poll() is not None:
-        return
+def _ours(proc: "subprocess.Popen[bytes]") -> bool:
+    """Whether the agent that answered is the one we started. Another agent answered first:
+    ours, still starting, would otherwise take the lock once that one stops and live on with
+    nobody to serve, so it is stopped. (Its pid is in the lock file once it listens, so an
+    agent that answered is never ours when the pids differ.)"""
+    if proc.poll() is not None:
+        return False  # it lost the race and left
+    if sys.platform == "win32":
+        return True  # the pipe's first instance is the lock: a loser has exited already
     try:
         with open(os.path.join(paths.runtime_dir(), paths.LOCK_NAME), encoding="utf-8") as f:
             holder = int(f.read().strip() or 0)
     except (OSError, ValueError):
-        return
+        return False
     if holder != proc.pid:
         proc.terminate()
+        return False
+    return True
 
 
 def _said(log_path: str, offset: int) -> str:
@@ -152,7 +157,6 @@ def _spawn() -> None:
             raise HelperError(
                 f"could not start the kubetray agent ({shlex.join(cmd)}): {e}"
             ) from None
-    sys.stderr.write("kubetray-exec: started the kubetray agent\n")
     timeout = float(os.environ.get("KUBETRAY_AGENT_START_TIMEOUT", START_TIMEOUT))
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -160,7 +164,8 @@ def _spawn() -> None:
             from exec_helper.transport import connect
 
             connect(1.0).close()
-            _drop_if_late(proc)
+            if _ours(proc):  # one line per event: only the helper whose agent serves says it
+                sys.stderr.write("kubetray-exec: started the kubetray agent\n")
             return
         except AgentUnavailable:
             pass

@@ -79,10 +79,14 @@ def _cluster_config(cluster: dict[str, Any]) -> dict[str, Any] | None:
     return _object(extension(cluster), f"the {EXEC_EXTENSION} extension")
 
 
+NO_EXEC_INFO = ExecInfo(api_version=f"{GROUP}/v1beta1", interactive=False)
+"""An absent or empty KUBERNETES_EXEC_INFO (client-node never sets it): kubelogin's reading."""
+
+
 def parse_exec_info(text: str | None) -> ExecInfo:
-    """Parse and validate KUBERNETES_EXEC_INFO."""
+    """Parse and validate KUBERNETES_EXEC_INFO; absent or empty is NO_EXEC_INFO."""
     if not text:
-        raise ExecInfoError(f"{ENV_NAME} env var is unset or empty")
+        return NO_EXEC_INFO
     if len(text) > MAX_EXEC_INFO:
         raise ExecInfoError(f"decode: {ENV_NAME} is larger than {MAX_EXEC_INFO} bytes")
     try:

@@ -43,7 +43,10 @@ MESSAGE = "message"
 KEEPALIVE = "keepalive"
 """The agent is still working (a login in progress): reset the read timeout."""
 PROMPT = "prompt"
-"""Ask the user (``text``, ``secret``) and answer with ``{"op": "answer", "value": ...}``."""
+"""Ask the user (``text``, ``secret``) and answer with ``{"op": "answer", "value": ...}``, or
+``{"op": "answer", "cancel": true}`` (with ``"timeout": true`` when nobody answered in time)."""
+PROMPT_TIMEOUT = 60.0
+"""How long a prompt waits for a person: well before a caller (an IDE, a script) gives up."""
 RESULT = "result"
 
 

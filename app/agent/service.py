@@ -17,6 +17,7 @@ from app.broker import consent
 from app.broker.broker import Broker
 from app.errors import AppError
 from app.model import CallRecord
+from app.oidc.errors import LoginError
 from app.usecases.account import Account
 from app.usecases.get_credential import CredentialRequest, GetCredential
 from exec_helper import options, protocol
@@ -24,7 +25,9 @@ from exec_helper import options, protocol
 log = logging.getLogger(__name__)
 Send = Callable[[dict[str, Any]], None]
 Receive = Callable[[float], dict[str, Any]]
-PROMPT_TIMEOUT = 300.0
+PROMPT_GRACE = 5.0
+"""kubetray-exec gives up on a prompt after protocol.PROMPT_TIMEOUT and says so; the agent
+waits a little longer, for a helper that can no longer say anything."""
 
 # What a request may carry. Everything the agent keeps (caches, states, the record of calls)
 # is built from these, so capping them here bounds its memory whatever callers send.
@@ -136,10 +139,14 @@ class CallerConversation:
             return None
         self._frame({"type": protocol.PROMPT, "text": text, "secret": secret})
         try:
-            reply = self._receive(PROMPT_TIMEOUT)
+            reply = self._receive(protocol.PROMPT_TIMEOUT + PROMPT_GRACE)
+        except TimeoutError:
+            reply = {"op": "answer", "cancel": True, "timeout": True}
         except (OSError, ValueError):
             self.gone = True
             return None
+        if reply.get("timeout") is True:
+            raise LoginError(f"nobody answered within {protocol.PROMPT_TIMEOUT:.0f} s")
         value = reply.get("value")
         return value if isinstance(value, str) and reply.get("op") == "answer" else None
 

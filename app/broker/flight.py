@@ -131,7 +131,13 @@ class Login:
                 f"the login to {self.name} needs an answer typed in a terminal",
                 f'run "kubetray login {self.name}" in a terminal',
             )
-        return asked.ask(text, secret)
+        try:
+            return asked.ask(text, secret)
+        except LoginError as e:  # nobody answered in time
+            raise LoginError(
+                f"the login to {self.name} asked {text.strip().rstrip(':')!r}: {e.message}",
+                e.hint or f'run "kubetray login {self.name}" in a terminal',
+            ) from None
 
     def wait(self, conv: Conversation) -> TokenSet:
         """Wait for the outcome as ``conv`` (already joined), keeping its connection alive."""

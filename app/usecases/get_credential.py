@@ -29,8 +29,9 @@ log = logging.getLogger(__name__)
 
 REPEAT_WINDOW = 1.0
 """kubectl runs the helper again at once when it fails (discovery retries, 4-6 times): the
-same failure for the same kubectl within this many seconds is answered from memory, without
-its line, so the person reads it once and the provider is not asked six times."""
+same failure for the same kubectl within this many seconds is answered from memory, with the
+same line (a long-lived client shows only the last one it got), so the provider is not asked
+six times."""
 MAX_REPEATS = 256
 MAX_RECORDED = 512
 """Characters of a cluster URL, name or error kept in the record of calls."""
@@ -85,9 +86,9 @@ class GetCredential:
     ) -> Answer:
         start = time.perf_counter()
         repeat = self._repeat_of(req, start)
-        if repeat is not None:  # kubectl retrying what just failed: the line was said once
+        if repeat is not None:  # kubectl retrying what just failed: the same answer, at once
             self._record(req, None, None, start, f"(repeated) {repeat}")
-            return (1, "", "")
+            return (1, "", repeat)
         name: str | None = None
         cluster: str | None = None
         remote = req.caller.remote
@@ -105,7 +106,10 @@ class GetCredential:
             # Which identity (a new one is named after the caller's kubeconfig user).
             st = self._broker.identity(opts, lambda: self._kubeconfig_of(req) or _kubeconfig(env))
             name = _clip(st.identity.name)
-            conv = conversation(info.interactive and req.stdin_tty, req.stderr_tty)
+            # A prompt only where a person sees and answers it: both ends are the terminal
+            # (kubernetes_asyncio captures stderr while stdin is one).
+            interactive = info.interactive and req.stdin_tty and req.stderr_tty
+            conv = conversation(interactive, req.stderr_tty)
             # From an SSH host: only with the person's consent (asked once per host).
             if remote:
                 if self._broker.consent is None:

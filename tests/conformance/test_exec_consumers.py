@@ -135,10 +135,21 @@ def test_bad_input_fails_with_one_clear_line(served: Served, exec_info: str, mes
 
 
 @pytest.mark.parametrize("value", [None, ""], ids=["unset", "empty"])
-def test_missing_exec_info_is_refused(served: Served, value: str | None) -> None:  # 9
+def test_missing_exec_info_is_v1beta1_and_not_interactive(
+    served: Served, value: str | None
+) -> None:  # 9, EXEC-CONSUMERS 8.3: client-node never sets it; kubelogin's reading
     extra = {} if value is None else {"KUBERNETES_EXEC_INFO": value}
-    line = failed(served.kt.run_helper("--stored", served.tok, exec_info=None, extra_env=extra))
-    assert line.startswith("KUBERNETES_EXEC_INFO env var is unset or empty")
+    done = served.kt.run_helper("--stored", served.tok, exec_info=None, extra_env=extra)
+    assert ok(done, "client.authentication.k8s.io/v1beta1")["status"]["token"] == TOKEN
+    oidc = ["--oidc-issuer-url=https://idp.example", "--oidc-client-id=kubectl"]
+    primary, secondary = pty.openpty()  # a terminal, yet nobody said "interactive"
+    try:
+        start = time.monotonic()
+        done = served.kt.run_helper(*oidc, exec_info=None, extra_env=extra, stdin=secondary)
+    finally:
+        os.close(primary)
+        os.close(secondary)
+    assert time.monotonic() - start < 5 and "login required" in failed(done)
 
 
 def test_huge_input(served: Served) -> None:
@@ -363,7 +374,8 @@ def test_ten_parallel_cold_starts_share_one_agent(
         for done in results:
             assert ok(done)["status"]["token"] == TOKEN
         assert len([c for c in kt.calls() if c["identity"] == name]) == 10
-        assert "kubetray-exec: started the kubetray agent" in "".join(d.stderr for d in results)
+        said = "".join(d.stderr for d in results).count("kubetray-exec: started the kubetray agent")
+        assert said == 1  # one agent started: one helper says so
         kt.kubetray("forget", name)
         runtime = str(kt.runtime)
     # The agents that lost the race are gone too: none starts late, once the winner stops.
@@ -402,3 +414,12 @@ def test_silent_agent_times_out(tmp_path: Path) -> None:  # 40
         assert time.monotonic() - start < 10
         assert "did not answer within 1 s" in failed(done)
         server.close()
+
+
+def test_a_repeated_failure_says_why_every_time(served: Served) -> None:  # EXEC-CONSUMERS 8.3
+    """Three calls within the negative cache's window from one parent (a long-lived client):
+    each is answered from memory after the first, and each with the same reason."""
+    lines = [failed(served.kt.run_helper("--stored", "nobody-stored-this")) for _ in range(3)]
+    assert len(set(lines)) == 1 and "no stored credential named" in lines[0]
+    mine = [r for r in served.kt.calls() if "nobody-stored-this" in (r["error"] or "")]
+    assert len([r for r in mine if r["error"].startswith("(repeated)")]) >= 1

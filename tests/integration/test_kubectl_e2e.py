@@ -183,17 +183,18 @@ def test_python_client_lists_namespaces(
 
 
 @pytest.mark.kubectl
-def test_kubectls_retries_of_a_failure_show_its_line_once(
+def test_kubectls_retries_of_a_failure_are_answered_from_memory_with_their_reason(
     kt: KubetrayEnv, keyring_session: None, api: APIServer, tmp_path: Path
 ) -> None:
-    """kubectl runs the plugin again at once after a failure (discovery retries): the person
-    reads kubetray's line once, the agent answers the repeats from memory, and a new kubectl
-    command shows the line again."""
+    """kubectl runs the plugin again at once after a failure (discovery retries): the agent
+    answers the repeats from memory, and each answer carries the reason (a long-lived client
+    shows only the last failure it got, so a silent repeat would leave it without one)."""
     config = kubeconfig(kt, api, "nobody-stored-this", tmp_path / "kubeconfig")
     for _ in range(2):
         done = kubectl("1.33", config, kt)
         assert done.returncode != 0
-        assert done.stderr.count("no stored credential named") == 1, done.stderr
+        runs = done.stderr.count("failed with exit code 1")
+        assert runs >= 1 and done.stderr.count("no stored credential named") >= runs, done.stderr
     records = kt.calls()
     repeated = [r for r in records if (r["error"] or "").startswith("(repeated)")]
     assert repeated and len(records) > len(repeated) + 1
