@@ -104,14 +104,18 @@ class Broker:
     def _kubeconfig_name(
         self, settings: OIDCSettings, kubeconfig: str | Callable[[], str | None] | None
     ) -> str:
-        """The kubeconfig user that runs this identity, else the context (per-cluster config)."""
+        """The kubeconfig user that runs this identity, else the context (per-cluster config),
+        looked up in the caller's kubeconfig, then in the agent's own view."""
         if callable(kubeconfig):
             kubeconfig = kubeconfig()
-        uses = self._contexts(kubeconfig).get(settings.key) or []
-        users = {u.user for u in uses}
-        if len(users) == 1:
-            return users.pop()
-        return uses[0].context if uses else settings.fallback_name
+        for view in dict.fromkeys([kubeconfig, None]):
+            uses = self._contexts(view).get(settings.key) or []
+            users = {u.user for u in uses}
+            if len(users) == 1:
+                return users.pop()
+            if uses:
+                return uses[0].context
+        return settings.fallback_name
 
     def _use(self, st: Entry) -> _Usage:
         with self._lock:

@@ -243,9 +243,10 @@ def _resolve(
     return _resolve_cached(args, config_json, env)
 
 
-def _kubeconfig(env: tuple[str, ...]) -> str | None:
-    """The caller's KUBECONFIG, as kubetray-exec passed it on."""
+def _kubeconfig(env: tuple[str, ...]) -> str:
+    """The caller's KUBECONFIG, as kubetray-exec passed it on; "" (kubectl's default file)
+    for a caller without one (client-node, Python's config_file=)."""
     for item in env:
         if item.startswith("KUBECONFIG="):
             return item.partition("=")[2]
-    return None
+    return ""
