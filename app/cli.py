@@ -371,6 +371,10 @@ def cmd_status(args: argparse.Namespace) -> int:
     if agent:
         kind = f"{agent['kind']}, " if agent.get("kind") else ""
         print(f"agent: running ({kind}pid {agent['pid']}, kubetray {agent['version']})")
+        if agent.get("store"):
+            from app.store.choice import describe
+
+            print(f"tokens: {describe(agent)}")
         if agent.get("store_notice"):
             print(f"secrets: {agent['store_notice']}")
     else:

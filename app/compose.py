@@ -37,13 +37,17 @@ def secret_store(timeout: float = keyring_store.TIMEOUT) -> SecretStore:
     return KeyringSecretStore(os.path.join(paths.config_dir(), "secrets"), timeout)
 
 
-def token_store(kind: str | None = None) -> StoreChoice:
-    """Where the agent keeps login tokens: ``kind``, else the setting (auto by default)."""
+def token_store(
+    kind: str | None = None, keyring: KeyringSecretStore | None = None
+) -> choice.TokenStore:
+    """Where the agent keeps login tokens: ``kind``, else the setting (auto by default); an
+    ``auto`` choice without a keyring moves to one when a caller brings a session bus."""
     if kind is None:
         from app.settings import Settings
 
         kind = Settings.load().secret_store
-    return choice.choose(kind, KeyringSecretStore(os.path.join(paths.config_dir(), "secrets")))
+    keyring = keyring or KeyringSecretStore(os.path.join(paths.config_dir(), "secrets"))
+    return choice.TokenStore(choice.choose(kind, keyring), keyring, movable=kind == "auto")
 
 
 def stored_credentials(store: SecretStore | None = None) -> StoredCredentials:
@@ -131,6 +135,7 @@ def core(
     contexts: Callable[[str | None], dict[str, list[ContextUse]]] = no_contexts,
     consent: Consent | None = None,
     kubeconfig_flag: Callable[[int | None], str | None] = no_flag,
+    offer_bus: Callable[[str], bool] | None = None,
 ) -> Core:
     """Registry, logins, broker and use cases over ``store`` (tokens) and ``stored`` (static
     credentials), with the index in ``config_dir``. Tests pass fakes for the rest."""
@@ -140,7 +145,7 @@ def core(
     )
     logins = Logins(store, registry, clock=clock, browser=browser, client=client)
     broker = Broker(stored, registry, logins, clock, contexts, consent)
-    get = GetCredential(broker, clock, kubeconfig_flag)
+    get = GetCredential(broker, clock, kubeconfig_flag, offer_bus)
     return Core(broker, logins, Account(broker), get)
 
 
@@ -151,7 +156,7 @@ class Agent:
     server: IPCServer
     service: Service
     core: Core
-    store: StoreChoice
+    store: choice.TokenStore
 
     @property
     def broker(self) -> Broker:
@@ -184,22 +189,29 @@ def agent(
     from app.agent import peer
     from app.kubeconfig.uses import contexts_by_identity
 
-    tokens = StoreChoice(store, choice.KEYRING, None) if store else token_store(store_kind)
+    if store is not None:
+        tokens = choice.TokenStore(StoreChoice(store, choice.KEYRING, None))
+        credentials = store
+    else:
+        keyring = KeyringSecretStore(os.path.join(paths.config_dir(), "secrets"))
+        tokens, credentials = token_store(store_kind, keyring), keyring
 
     def browser(command: str | None) -> Browser:
         return Browser(command or (default_browser() if default_browser else None) or None)
 
     parts = core(
-        tokens.store,
-        stored_credentials(store),
+        tokens,
+        stored_credentials(credentials),
         paths.config_dir(),
         browser=browser,
         contexts=contexts_by_identity,
         consent=remote_hosts(),
         kubeconfig_flag=peer.kubeconfig_flag,
+        offer_bus=tokens.offer_bus,
     )
-    parts.logins.notice = tokens.notice
+    parts.logins.notice = tokens.chosen.notice
+    tokens.on_move.append(lambda: setattr(parts.logins, "notice", None))
     lst = listener()
     service = Service(parts.broker, parts.get_credential, parts.account, socket=lst.address)
-    service.facts = {"store": tokens.kind, "store_notice": tokens.notice}
+    service.store_facts = tokens.facts
     return Agent(IPCServer(lst, service), service, parts, tokens)

@@ -165,9 +165,12 @@ def check_agent(status: Callable[[], dict[str, Any]]) -> Check:
             "start kubetray (the tray app) or kubetray agent; kubetray-exec also starts it",
         )
     agent = doc.get("agent") or {}
-    return Check(
-        "agent", True, f"running (pid {agent.get('pid')}, kubetray {agent.get('version')})"
-    )
+    detail = f"running (pid {agent.get('pid')}, kubetray {agent.get('version')})"
+    if agent.get("store"):
+        from app.store.choice import describe
+
+        detail += f"; tokens in {describe(agent)}"
+    return Check("agent", True, detail)
 
 
 def check_keyring(store: Callable[[], SecretStore], setting: str = "auto") -> Check:

@@ -19,6 +19,8 @@ class State(StrEnum):
     LOGGING_IN = "logging in"
     NEEDS_LOGIN = "needs login"
     EXPIRED = "expired"
+    NOT_YET_VALID = "not yet valid"
+    """A stored certificate or token whose validity starts later (the clock, or too early)."""
     ERROR = "error"
     STORED = "stored"
     """A stored credential seen while no agent runs: present, not yet served."""

@@ -11,7 +11,7 @@ import binascii
 import json
 import re
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from app import jsonfile
 from app.errors import CredentialError, StoreError, UsageError
@@ -35,21 +35,32 @@ class StoredCredential:
     key_pem: str | None = None
     not_after: datetime | None = None
     subject: str | None = None
+    not_before: datetime | None = None
+    """The start of its validity (a certificate's notBefore, a JWT's nbf or iat), if known."""
 
     @property
     def kind(self) -> str:
         return TOKEN if self.token else CLIENT_CERTIFICATE
 
+    @property
+    def lifetime(self) -> timedelta | None:
+        if self.not_after is None or self.not_before is None:
+            return None
+        return self.not_after - self.not_before
+
     def to_bytes(self) -> bytes:
         doc = asdict(self)
-        doc["not_after"] = self.not_after.isoformat() if self.not_after else None
+        for key in ("not_after", "not_before"):
+            value = getattr(self, key)
+            doc[key] = value.isoformat() if value else None
         return json.dumps(doc).encode()
 
     @classmethod
     def from_bytes(cls, data: bytes) -> "StoredCredential":
         doc = json.loads(data)
-        if doc.get("not_after"):
-            doc["not_after"] = datetime.fromisoformat(doc["not_after"])
+        for key in ("not_after", "not_before"):
+            if doc.get(key):
+                doc[key] = datetime.fromisoformat(doc[key])
         return cls(**doc)
 
 
@@ -62,6 +73,7 @@ class StoredInfo:
     not_after: str | None
     subject: str | None
     stored_at: str
+    not_before: str | None = None
 
 
 def check_name(name: str) -> str:
@@ -75,19 +87,29 @@ def check_name(name: str) -> str:
     return name
 
 
-def _jwt_expiry(token: str) -> datetime | None:
-    """The ``exp`` of a JWT-shaped token (unverified: only to tell kubectl when to ask again)."""
+def _jwt_times(token: str) -> tuple[datetime | None, datetime | None]:
+    """(start, end) of a JWT-shaped token: ``nbf`` else ``iat``, and ``exp`` (unverified: only
+    to tell clients when to ask again); (None, None) for any other token."""
     parts = token.split(".")
     if len(parts) != 3:
-        return None
+        return None, None
     try:
         payload = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
-    except (ValueError, binascii.Error):
+    except (ValueError, binascii.Error, RecursionError):
+        return None, None
+    if not isinstance(payload, dict):
+        return None, None
+
+    def when(claim: str) -> datetime | None:
+        value = payload.get(claim)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            try:
+                return datetime.fromtimestamp(value, UTC)
+            except (OverflowError, OSError, ValueError):
+                return None
         return None
-    exp = payload.get("exp") if isinstance(payload, dict) else None
-    if isinstance(exp, int | float) and not isinstance(exp, bool):
-        return datetime.fromtimestamp(exp, UTC)
-    return None
+
+    return when("nbf") or when("iat"), when("exp")
 
 
 def token_credential(name: str, text: str, source: str, now: datetime) -> StoredCredential:
@@ -100,10 +122,12 @@ def token_credential(name: str, text: str, source: str, now: datetime) -> Stored
             f"the token in {source} has spaces, line breaks or non-ASCII characters inside",
             "a bearer token is one line of printable characters: check the file",
         )
-    expiry = _jwt_expiry(token)
+    start, expiry = _jwt_times(token)
     if expiry is not None and expiry <= now:
         raise CredentialError(f"the token in {source} expired at {expiry:%Y-%m-%d %H:%M:%S}Z")
-    return StoredCredential(name=check_name(name), token=token, not_after=expiry)
+    if start is not None and expiry is not None and start >= expiry:
+        start = None  # no usable lifetime: the margin falls back to its floor
+    return StoredCredential(name=check_name(name), token=token, not_after=expiry, not_before=start)
 
 
 def certificate_credential(
@@ -136,11 +160,16 @@ def certificate_credential(
             f"the key in {key_source} does not belong to the certificate in {cert_source}",
             "give the key that was generated with this certificate",
         )
-    not_after = leaf.not_valid_after_utc
+    not_after, not_before = leaf.not_valid_after_utc, leaf.not_valid_before_utc
     if not_after <= now:
         raise CredentialError(
             f"the certificate in {cert_source} expired at {not_after:%Y-%m-%d %H:%M:%S}Z",
             "ask your cluster's administrator for a new one",
+        )
+    if not_before > now:  # the API server would refuse it: tls: bad certificate
+        raise CredentialError(
+            f"the certificate in {cert_source} is not valid before {not_before:%Y-%m-%d %H:%M:%S}Z",
+            "store it once it is valid, or check this machine's clock",
         )
     pem = serialization.Encoding.PEM
     return StoredCredential(
@@ -151,6 +180,7 @@ def certificate_credential(
         ).decode(),
         not_after=not_after,
         subject=leaf.subject.rfc4514_string(),
+        not_before=not_before,
     )
 
 
@@ -180,6 +210,7 @@ class StoredCredentials:
         creds[cred.name] = {
             "kind": cred.kind,
             "not_after": cred.not_after.isoformat() if cred.not_after else None,
+            "not_before": cred.not_before.isoformat() if cred.not_before else None,
             "subject": cred.subject,
             "stored_at": now.isoformat(timespec="seconds"),
         }
@@ -216,6 +247,7 @@ class StoredCredentials:
                     not_after=entry.get("not_after"),
                     subject=entry.get("subject"),
                     stored_at=str(entry.get("stored_at") or ""),
+                    not_before=entry.get("not_before"),
                 )
             )
         return out

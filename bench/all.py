@@ -6,7 +6,7 @@
    bundle (e.g. one built from main) in the same run.
 2. The agent's first start to its first answer (bench/agent_start), packaged and development
    helper (and --before). Target: <= 300 ms.
-3. The app idle with five identities (bench/idle). Target: RSS <= 90 MB, CPU ~0 %. With
+3. The app idle with five identities (bench/idle). Target: RSS <= 95 MB, CPU ~0 %. With
    --before-tree DIR (a checkout of an older commit), the same for it.
 
     make bench-all  (or: python bench/all.py [--before DIR] [--before-tree DIR] [--idle S])

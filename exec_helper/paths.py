@@ -38,13 +38,16 @@ _INFRA = (
 
 
 def kubetray_env() -> list[str]:
-    """``KUBETRAY_*=value`` settings meant for the agent (flags given as environment), and the
-    caller's ``KUBECONFIG`` (the agent names identities after the kubeconfig user)."""
+    """``KUBETRAY_*=value`` settings meant for the agent (flags given as environment), the
+    caller's ``KUBECONFIG`` (the agent names identities after the kubeconfig user) and its
+    D-Bus session bus (an agent started without one finds the keyring there)."""
     if sys.platform == "win32":
         import os
 
         items = [
-            (k, v) for k, v in os.environ.items() if k.startswith("KUBETRAY_") or k == "KUBECONFIG"
+            (k, v)
+            for k, v in os.environ.items()
+            if k.startswith("KUBETRAY_") or k in ("KUBECONFIG", "DBUS_SESSION_BUS_ADDRESS")
         ]
     else:
         import posix
@@ -52,7 +55,7 @@ def kubetray_env() -> list[str]:
         items = [
             (k.decode("utf-8", "surrogateescape"), v.decode("utf-8", "surrogateescape"))
             for k, v in posix.environ.items()
-            if k.startswith(b"KUBETRAY_") or k == b"KUBECONFIG"
+            if k.startswith(b"KUBETRAY_") or k in (b"KUBECONFIG", b"DBUS_SESSION_BUS_ADDRESS")
         ]
     return [f"{k}={v}" for k, v in items if k not in _INFRA]
 

@@ -43,8 +43,10 @@ def run(store: str | None = None) -> int:
     signal.signal(signal.SIGINT, stop)
     parts.service.on_stop = stop_request
     log.info("kubetray agent %s listening on %s", __version__, server.listener.address)
-    if parts.store.notice:
-        log.info("%s (%s)", parts.store.notice, parts.store.reason or "the store setting")
+    chosen = parts.store.chosen
+    log.info("tokens: %s (session bus: %s)", chosen.kind, chosen.source or "none looked for")
+    if chosen.notice:
+        log.info("%s (%s)", chosen.notice, chosen.reason or "the store setting")
     # Serve on a thread: the kernel may hand SIGTERM to any thread, and Python runs the handler
     # only when the main thread comes back to it, which a blocking accept() never does.
     serving = threading.Thread(target=server.serve_forever, name="ipc", daemon=True)

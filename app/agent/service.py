@@ -168,7 +168,9 @@ class Service:
         self.on_stop: Callable[[bool], None] | None = None
         """Set by the agent and the app: `kubetray stop` (True: once no login is in flight)."""
         self.facts: dict[str, Any] = {}
-        """More about this agent for status (where tokens are kept)."""
+        """More about this agent for status (what program serves)."""
+        self.store_facts: Callable[[], dict[str, Any]] = dict
+        """Where tokens are kept, asked at each status (the store can move to the keyring)."""
 
     def handle(
         self, request: dict[str, Any], pid: int | None, send: Send, receive: Receive
@@ -250,6 +252,7 @@ class Service:
                 "pid": os.getpid(),
                 "version": __version__,
                 "socket": self._socket,
+                **self.store_facts(),
                 **self.facts,
             },
         }

@@ -18,7 +18,8 @@ from app.broker.registry import Entry, Registry
 from app.errors import CredentialError, UsageError
 from app.model import OIDC, STORED, CallRecord, ContextUse, Credential, IdentityStatus, State
 from app.oidc.settings import OIDCSettings
-from app.static_credentials import StoredCredentials
+from app.oidc.tokens import MIN_MARGIN, handed_out_expiry
+from app.static_credentials import StoredCredential, StoredCredentials
 from exec_helper.options import HelperOptions
 
 MAX_RECORDS = 500
@@ -41,7 +42,7 @@ class _Usage:
     last_used: datetime | None = None
     clusters: set[str] = field(default_factory=set)
     last_error: str | None = None
-    credential: Credential | None = None
+    credential: StoredCredential | None = None
     """A stored credential as last read from the store."""
     read: threading.Lock = field(default_factory=threading.Lock)
 
@@ -103,14 +104,18 @@ class Broker:
     def _kubeconfig_name(
         self, settings: OIDCSettings, kubeconfig: str | Callable[[], str | None] | None
     ) -> str:
-        """The kubeconfig user that runs this identity, else the context (per-cluster config)."""
+        """The kubeconfig user that runs this identity, else the context (per-cluster config),
+        looked up in the caller's kubeconfig, then in the agent's own view."""
         if callable(kubeconfig):
             kubeconfig = kubeconfig()
-        uses = self._contexts(kubeconfig).get(settings.key) or []
-        users = {u.user for u in uses}
-        if len(users) == 1:
-            return users.pop()
-        return uses[0].context if uses else settings.fallback_name
+        for view in dict.fromkeys([kubeconfig, None]):
+            uses = self._contexts(view).get(settings.key) or []
+            users = {u.user for u in uses}
+            if len(users) == 1:
+                return users.pop()
+            if uses:
+                return uses[0].context
+        return settings.fallback_name
 
     def _use(self, st: Entry) -> _Usage:
         with self._lock:
@@ -195,23 +200,33 @@ class Broker:
 
     def _stored_credential(self, st: Entry, usage: _Usage, skip_cache: bool) -> Credential:
         with usage.read:  # one store read for all concurrent callers
-            credential = usage.credential
-            if credential is None or skip_cache:
-                stored = self._stored.load(st.identity.name)
-                credential = usage.credential = Credential(
-                    token=stored.token,
-                    certificate_pem=stored.certificate_pem,
-                    key_pem=stored.key_pem,
-                    expires=stored.not_after,
-                    subject=stored.subject,
-                )
-        if credential.expires is not None and credential.expires <= self._clock():
+            stored = usage.credential
+            if stored is None or skip_cache:
+                stored = usage.credential = self._stored.load(st.identity.name)
+        now = self._clock()
+        if stored.not_after is not None and stored.not_after <= now:
             raise CredentialError(
                 f"the credential {st.identity.name} expired at "
-                f"{credential.expires:%Y-%m-%d %H:%M:%S}Z",
+                f"{stored.not_after:%Y-%m-%d %H:%M:%S}Z",
                 f"store a new one: kubetray store {st.identity.name} ...",
             )
-        return credential
+        if stored.not_before is not None and stored.not_before > now:
+            raise CredentialError(
+                f"the credential {st.identity.name} is not valid before "
+                f"{stored.not_before:%Y-%m-%d %H:%M:%S}Z",
+                "wait until then, or check this machine's clock",
+            )
+        expires = None
+        if stored.not_after is not None:  # clients ask again before it fails, as for OIDC
+            floor = self.logins.margin if self.logins else MIN_MARGIN
+            expires = handed_out_expiry(stored.not_after, stored.lifetime, now, floor)
+        return Credential(
+            token=stored.token,
+            certificate_pem=stored.certificate_pem,
+            key_pem=stored.key_pem,
+            expires=expires,
+            subject=stored.subject,
+        )
 
     def invalidate(self, name: str) -> None:
         """Forget a cached stored credential (it was stored again or removed)."""
@@ -255,7 +270,8 @@ class Broker:
         for info in self._stored.list():
             if info.name not in seen:
                 expires = datetime.fromisoformat(info.not_after) if info.not_after else None
-                state = State.EXPIRED if expires and expires <= now else State.READY
+                starts = datetime.fromisoformat(info.not_before) if info.not_before else None
+                state = _stored_state(now, expires, starts, None)
                 out.append(
                     IdentityStatus(
                         name=info.name,
@@ -273,19 +289,17 @@ class Broker:
         with self._lock:
             cred, error, calls = usage.credential, usage.last_error, usage.calls
             last_used, clusters = usage.last_used, tuple(sorted(usage.clusters))
-        expires = cred.expires if cred else None
-        if error:
-            state = State.ERROR
-        elif expires and expires <= now:
-            state = State.EXPIRED
-        else:
-            state = State.READY
+        expires = cred.not_after if cred else None
+        starts = cred.not_before if cred else None
         kind = STORED
         info = next((i for i in self._stored.list() if i.name == st.identity.name), None)
         if info is not None:
             kind = info.kind
             if expires is None and info.not_after:
                 expires = datetime.fromisoformat(info.not_after)
+            if starts is None and info.not_before:
+                starts = datetime.fromisoformat(info.not_before)
+        state = _stored_state(now, expires, starts, error)
         return IdentityStatus(
             name=st.identity.name,
             kind=kind,
@@ -337,3 +351,15 @@ class Broker:
             error=session.blocked or error,
             note=no_id_token_note(tokens, st.settings),
         )
+
+
+def _stored_state(
+    now: datetime, expires: datetime | None, starts: datetime | None, error: str | None
+) -> State:
+    if error:
+        return State.ERROR
+    if expires and expires <= now:
+        return State.EXPIRED
+    if starts and starts > now:
+        return State.NOT_YET_VALID
+    return State.READY

@@ -75,6 +75,7 @@ def write_kubeconfig(
                             "--oidc-extra-scope=email",
                             "--oidc-extra-scope=groups",
                             "--oidc-extra-scope=offline_access",
+                            "--name=kubetray-demo",  # whichever client calls first
                             *grant,
                         ],
                         "interactiveMode": "IfAvailable",

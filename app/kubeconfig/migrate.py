@@ -65,7 +65,10 @@ def plan(view: View, helper: str) -> tuple[Edit, list[UserChange], list[Skipped]
             skipped.append(Skipped(f.path, name, str(e)))
             continue
         after = copy.deepcopy(body)
-        after["exec"].update(command=helper, args=["get-token", *flags], installHint=INSTALL_HINT)
+        named = any(a == "--name" or a.startswith("--name=") for a in flags)
+        # The identity's name in the args: it must not depend on which client calls first.
+        args = ["get-token", *flags, *([] if named else [f"--name={name}"])]
+        after["exec"].update(command=helper, args=args, installHint=INSTALL_HINT)
         changes.append(UserChange(f.path, name, copy.deepcopy(body), after))
     for change in changes:
         edit.add(change.file, replace_user(change.user, change.before, change.after))

@@ -8,7 +8,7 @@ OIDC settings go in the user's args, or, with ``in_extension``, in the cluster's
 """
 
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -103,6 +103,8 @@ def plan(s: Setup, view: View) -> tuple[Edit, str]:
     """The edit that sets the cluster, user and context up; and the context's name."""
     cluster_name, context_name = _check(s, view)
     user_name = s.user or ("kubetray" if s.in_extension else context_name)
+    if not s.name:  # the identity's name in the args: it must not depend on who calls first
+        s = replace(s, name=context_name if s.in_extension else user_name)
     edit = Edit()
 
     def set_cluster(data: dict[str, Any]) -> None:

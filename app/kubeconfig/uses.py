@@ -43,7 +43,8 @@ def key_of(opts: options.HelperOptions) -> str | None:
 
 def contexts_by_identity(kubeconfig: str | None = None) -> dict[str, list[ContextUse]]:
     """Identity key → the contexts whose user runs kubetray-exec for it, in kubectl's view of
-    ``kubeconfig`` (a KUBECONFIG value; None: this process's environment)."""
+    ``kubeconfig`` (a KUBECONFIG value, "" for kubectl's default file; None: this process's
+    environment)."""
     return _scanned(kubeconfig)[0]
 
 
@@ -54,7 +55,7 @@ def all_contexts(kubeconfig: str | None = None) -> list[ContextUse]:
 
 
 def _scanned(kubeconfig: str | None) -> _Scan:
-    files = default_paths({"KUBECONFIG": kubeconfig} if kubeconfig else None)
+    files = default_paths({"KUBECONFIG": kubeconfig} if kubeconfig is not None else None)
     stamps = tuple(_stamp(p) for p in files)
     with _lock:
         cached = _cache.get(stamps)

@@ -1,1 +1,1 @@
-"""The OpenID Connect engine (authlib + joserfc): discovery, the grants, id_token checks."""
+"""The OpenID Connect engine: discovery, the grants (authlib), id_token checks (joserfc)."""

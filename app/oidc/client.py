@@ -1,8 +1,8 @@
 """OIDC against one provider: discovery, the grants, refresh, revocation, id_token checks.
 
 Every grant goes through authlib's OAuth2Client (PKCE S256, state, nonce) over app.oidc.http
-(urllib); id_tokens are verified against the provider's JWKS (app.oidc.jws: signature; here:
-iss, aud, exp, nonce).
+(urllib); id_tokens are verified against the provider's JWKS (app.oidc.idtoken: the signature,
+through joserfc; here: iss, aud, exp, nonce).
 """
 
 import ssl
@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
 from authlib.common.security import generate_token
@@ -19,11 +19,14 @@ from authlib.oauth2 import OAuth2Error as OAuthError
 from authlib.oauth2.client import OAuth2Client
 
 from app.identity import normalize_issuer
-from app.oidc import explain, jws
+from app.oidc import explain
 from app.oidc.errors import LoginError, RefreshFailed
 from app.oidc.http import TIMEOUT, Session, TransportError, insecure_context, ssl_context
 from app.oidc.settings import Metadata, OIDCSettings
 from app.oidc.tokens import Revocation, TokenSet
+
+if TYPE_CHECKING:
+    from joserfc.jwk import KeySet
 
 DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
 CLOCK_SKEW = 30
@@ -108,7 +111,7 @@ class OIDCClient:
         self._clock = clock
         self._lock = threading.Lock()
         self._metadata: Metadata | None = None
-        self._keys: list[jws.Key] | None = None
+        self._keys: KeySet | None = None
         self._http: Session | None = None
 
     # -- HTTP, discovery, keys --------------------------------------------------------------
@@ -220,11 +223,13 @@ class OIDCClient:
             return {}
         return {k: doc[k] for k in keys if k in doc}
 
-    def _key_set(self, refetch: bool = False) -> list[jws.Key]:
+    def _key_set(self, refetch: bool = False) -> "KeySet":
+        from app.oidc import idtoken  # joserfc (≈2 MB): only once an id_token is verified
+
         with self._lock:
             if self._keys is not None and not refetch:
                 return self._keys
-        keys = jws.import_key_set(self._get_json(self.metadata().jwks_uri))
+        keys = idtoken.import_key_set(self._get_json(self.metadata().jwks_uri))
         with self._lock:
             self._keys = keys
         return keys
@@ -233,14 +238,16 @@ class OIDCClient:
 
     def verify_id_token(self, id_token: str, nonce: str | None = None) -> dict[str, Any]:
         """Claims of a valid id_token: signed by the provider, for us, current, our nonce."""
+        from app.oidc import idtoken
+
         meta = self.metadata()
         algorithms = [a for a in meta.id_token_signing_alg_values_supported if a != "none"]
         try:
             try:
-                claims = jws.verify(id_token, self._key_set(), algorithms)
-            except jws.JWSError:  # the provider may have rotated its keys: fetch them once more
-                claims = jws.verify(id_token, self._key_set(refetch=True), algorithms)
-        except jws.JWSError as e:
+                claims = idtoken.verify(id_token, self._key_set(), algorithms)
+            except idtoken.IdTokenError:  # the provider may have rotated its keys: fetch once more
+                claims = idtoken.verify(id_token, self._key_set(refetch=True), algorithms)
+        except idtoken.IdTokenError as e:
             raise LoginError(f"the id_token's signature does not verify: {e}") from None
         now = self._clock().timestamp()
         aud = claims.get("aud")

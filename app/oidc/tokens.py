@@ -8,6 +8,23 @@ from typing import Any
 MIN_MARGIN = timedelta(seconds=60)
 
 
+def margin(lifetime: timedelta | None, floor: timedelta = MIN_MARGIN) -> timedelta:
+    """How long before its end a credential is treated as spent: the larger of ``floor`` (60 s
+    unless the user set another) and 10 % of the lifetime, capped at half the lifetime so that
+    a short-lived credential is not spent the moment it arrives. No known lifetime: ``floor``."""
+    if lifetime is None:
+        return floor
+    return min(max(floor, lifetime / 10), lifetime / 2)
+
+
+def handed_out_expiry(
+    expires_at: datetime, lifetime: timedelta | None, now: datetime, floor: timedelta = MIN_MARGIN
+) -> datetime:
+    """The expirationTimestamp a client is given: the end less the margin, so that it asks
+    again before the credential fails (a TLS alert, a 401); never in the past while valid."""
+    return max(expires_at - margin(lifetime, floor), min(now + timedelta(seconds=1), expires_at))
+
+
 @dataclass(frozen=True)
 class TokenSet:
     """Tokens of one identity. ``expires_at`` is the expiry of the token kubectl is given."""
@@ -28,10 +45,8 @@ class TokenSet:
         return self.expires_at - self.issued_at
 
     def margin(self, floor: timedelta = MIN_MARGIN) -> timedelta:
-        """Refresh this long before expiry: the larger of ``floor`` (60 s unless the user set
-        another) and 10 % of the lifetime, capped at half the lifetime so that a short-lived
-        token is not "due" the moment it arrives."""
-        return min(max(floor, self.lifetime / 10), self.lifetime / 2)
+        """Refresh this long before expiry (see the module's ``margin``)."""
+        return margin(self.lifetime, floor)
 
     def fresh(self, now: datetime, floor: timedelta = MIN_MARGIN) -> bool:
         """Good to hand out without refreshing first."""
@@ -43,9 +58,7 @@ class TokenSet:
 
     def handed_out_expiry(self, now: datetime, floor: timedelta = MIN_MARGIN) -> datetime:
         """The expirationTimestamp for kubectl: expiry less the margin, never in the past."""
-        return max(
-            self.expires_at - self.margin(floor), min(now + timedelta(seconds=1), self.expires_at)
-        )
+        return handed_out_expiry(self.expires_at, self.lifetime, now, floor)
 
     def who(self) -> str:
         """A person's name for this identity: email, else preferred name, else subject."""

@@ -5,12 +5,18 @@ work on servers, in WSL and in containers. What must outlive the agent (stored c
 ``secure``, secret-holding backups) always needs the keyring: see ``keyring_store.NoKeyring``.
 """
 
+import logging
+import threading
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from app.errors import UsageError
+from app.errors import StoreError, UsageError
+from app.store import session_bus
 from app.store.keyring_store import KeyringSecretStore, NoKeyring
 from app.store.memory_store import MemorySecretStore
 from app.store.secret_store import SecretStore
+
+log = logging.getLogger(__name__)
 
 KINDS = ("auto", "keyring", "memory")
 KEYRING, MEMORY = "keyring", "memory"
@@ -29,6 +35,15 @@ class StoreChoice:
     """Said once to the person when tokens will not outlive the agent; None for the keyring."""
     reason: str = ""
     """Why there is no keyring (``auto`` only)."""
+    source: str = ""
+    """Where the session bus the choice was made on came from (Linux), for status."""
+
+
+def describe(facts: Mapping[str, object]) -> str:
+    """Where an agent keeps tokens, and the session bus it found them on (status, doctor)."""
+    where = "the OS keyring" if facts.get("store") == KEYRING else "the agent's memory"
+    source = facts.get("store_source")
+    return f"{where} (session bus: {source})" if source else where
 
 
 def check(kind: str) -> str:
@@ -41,9 +56,11 @@ def check(kind: str) -> str:
 
 
 def choose(kind: str, keyring: KeyringSecretStore) -> StoreChoice:
-    """The store ``kind`` asks for; ``auto`` looks for a usable keyring once, now."""
+    """The store ``kind`` asks for; ``auto`` looks for a usable keyring now, on the session
+    bus this process has or, started without one, on the user's (session_bus.find)."""
     if check(kind) == MEMORY:
         return StoreChoice(MemorySecretStore(), MEMORY, CHOSEN_NOTICE)
+    bus = session_bus.find()
     try:
         keyring.check_usable()
     except NoKeyring as e:
@@ -55,5 +72,84 @@ def choose(kind: str, keyring: KeyringSecretStore) -> StoreChoice:
                 " doctor says how",
                 e.chosen,
             ) from None
-        return StoreChoice(MemorySecretStore(), MEMORY, MEMORY_NOTICE, e.message)
-    return StoreChoice(keyring, KEYRING, None)
+        return StoreChoice(MemorySecretStore(), MEMORY, MEMORY_NOTICE, e.message, bus)
+    return StoreChoice(keyring, KEYRING, None, source=bus)
+
+
+MAX_BUSES_TRIED = 16
+
+
+class TokenStore:
+    """The agent's token store as chosen, which moves from memory to the keyring when a caller
+    brings a session bus that has one: the store is the user's, not the first caller's.
+
+    Only an ``auto`` choice that found no keyring moves; what memory held goes into the keyring
+    first, so no login is lost. The keyring instance is the one stored credentials use too.
+    """
+
+    def __init__(
+        self, chosen: StoreChoice, keyring: KeyringSecretStore | None = None, movable: bool = False
+    ) -> None:
+        self.chosen = chosen
+        self._keyring = keyring
+        self._movable = movable and keyring is not None and chosen.kind == MEMORY
+        self._lock = threading.Lock()
+        self._tried: set[str] = set()
+        self.on_move: list[Callable[[], None]] = []
+        """Called once the tokens are in the keyring (whoever warned of memory stops)."""
+
+    def get(self, key: str) -> bytes | None:
+        return self.chosen.store.get(key)
+
+    def set(self, key: str, value: bytes) -> None:
+        with self._lock:  # not while the store moves
+            self.chosen.store.set(key, value)
+
+    def delete(self, key: str) -> bool:
+        with self._lock:
+            return self.chosen.store.delete(key)
+
+    @property
+    def notice(self) -> str | None:
+        return self.chosen.notice
+
+    def facts(self) -> dict[str, str | None]:
+        """For status and doctor: which store, why, and where its session bus came from."""
+        chosen = self.chosen
+        return {
+            "store": chosen.kind,
+            "store_notice": chosen.notice,
+            "store_source": chosen.source or None,
+            "store_reason": chosen.reason or None,
+        }
+
+    def offer_bus(self, address: str) -> bool:
+        """A local caller's session bus: where tokens are in memory for want of a keyring, use
+        its keyring from now on. True when the store moved."""
+        if not self._movable or not address or self._keyring is None:
+            return False
+        with self._lock:
+            if self.chosen.kind != MEMORY or address in self._tried:
+                return False
+            if len(self._tried) >= MAX_BUSES_TRIED:
+                return False
+            self._tried.add(address)
+            before = session_bus.use(address)
+            self._keyring.recheck()
+            try:
+                self._keyring.check_usable()
+                memory = self.chosen.store
+                assert isinstance(memory, MemorySecretStore)
+                for key, value in memory.items():
+                    self._keyring.set(key, value)
+            except (NoKeyring, StoreError) as e:
+                session_bus.restore(before)
+                self._keyring.recheck()
+                log.info("a caller's session bus has no usable keyring either: %s", e.message)
+                return False
+            self.chosen = StoreChoice(self._keyring, KEYRING, None, source="a caller's session bus")
+            self._movable = False
+        log.info("tokens move to the keyring on the session bus a caller brought (%s)", address)
+        for moved in self.on_move:
+            moved()
+        return True

@@ -94,6 +94,16 @@ class KeyringSecretStore:
             raise NoKeyring(f"no usable OS keyring here (keyring chose {name})", _REMEDY, name)
         return backend
 
+    def recheck(self) -> None:
+        """Look for the keyring again at the next use (the session bus changed)."""
+        self._chosen = None
+        import sys
+
+        if "keyring" in sys.modules:  # keyring remembers the backend it chose at first use
+            import keyring.core
+
+            keyring.core.init_backend()
+
     def check_usable(self) -> None:
         """Raise NoKeyring when this machine has no usable keyring (no item is read)."""
         self._call(self._backend)

@@ -24,3 +24,8 @@ class MemorySecretStore:
     def delete(self, key: str) -> bool:
         with self._lock:
             return self._items.pop(key, None) is not None
+
+    def items(self) -> list[tuple[str, bytes]]:
+        """Everything held (to move it into the keyring once there is one)."""
+        with self._lock:
+            return list(self._items.items())

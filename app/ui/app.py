@@ -45,6 +45,7 @@ def run(tray: bool | None = None, store: str | None = None) -> int:
     threading.Thread(target=parts.server.serve_forever, name="ipc", daemon=True).start()
     controller = TrayController(parts.core, settings, utcnow)
     controller.store_notice = parts.store.notice
+    parts.store.on_move.append(lambda: setattr(controller, "store_notice", None))
     view = TrayApp(controller, tray=tray)
     bridge = _Bridge()
     bridge.show.connect(view.bring_forward)

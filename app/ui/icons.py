@@ -54,7 +54,7 @@ def overall_state(identities: list[IdentityStatus]) -> str:
     if not identities:
         return NONE
     states = {i.state for i in identities}
-    if State.ERROR in states:
+    if states & {State.ERROR, State.NOT_YET_VALID}:  # kubectl fails with these until acted on
         return ERROR
     if any(s.needs_person for s in states):
         return LOGIN

@@ -38,8 +38,14 @@ MAX_RECORDED = 512
 _CACHE_KEY_LIMIT = 16 * 1024
 DESKTOP_ONLY = ("browser_command", "certificate_authority", "local_server_cert", "local_server_key")
 """Flags that name programs or files: from a remote host they would name the desktop's."""
-REMOTE_ENV_DROPPED = ("KUBECONFIG=", "KUBETRAY_BROWSER=", "KUBETRAY_BROWSER_COMMAND=")
-"""A remote host's environment describes that host: its kubeconfig, its browser."""
+BUS_ENV = "DBUS_SESSION_BUS_ADDRESS"
+REMOTE_ENV_DROPPED = (
+    "KUBECONFIG=",
+    "KUBETRAY_BROWSER=",
+    "KUBETRAY_BROWSER_COMMAND=",
+    f"{BUS_ENV}=",
+)
+"""A remote host's environment describes that host: its kubeconfig, browser, session bus."""
 
 Answer = tuple[int, str, str]
 """(exit code, stdout, stderr) for kubetray-exec to print."""
@@ -71,12 +77,15 @@ class GetCredential:
         broker: Broker,
         clock: Callable[[], datetime],
         kubeconfig_flag: Callable[[int | None], str | None] = no_flag,
+        offer_bus: Callable[[str], bool] | None = None,
     ) -> None:
         """``kubeconfig_flag(pid)``: the ``--kubeconfig`` of the kubectl with that pid (read
-        from the running process, where the platform allows)."""
+        from the running process, where the platform allows). ``offer_bus(address)``: a local
+        caller's D-Bus session bus, for an agent that found no keyring on its own."""
         self._broker = broker
         self._clock = clock
         self._kubeconfig_flag = kubeconfig_flag
+        self._offer_bus = offer_bus
         self._failed: dict[tuple[object, ...], tuple[float, str]] = {}
         """(request, kubectl pid) → (when, error) of recent failures."""
         self._lock = threading.Lock()
@@ -103,6 +112,8 @@ class GetCredential:
                 check_name(opts.stored)  # before it names anything the agent keeps
             if remote:
                 _refuse_desktop_paths(opts, remote)
+            elif self._offer_bus is not None:  # the keyring is the user's, not the first caller's
+                self._offer_bus(_env_value(env, BUS_ENV) or "")
             # Which identity (a new one is named after the caller's kubeconfig user).
             st = self._broker.identity(opts, lambda: self._kubeconfig_of(req) or _kubeconfig(env))
             name = _clip(st.identity.name)
@@ -243,9 +254,14 @@ def _resolve(
     return _resolve_cached(args, config_json, env)
 
 
-def _kubeconfig(env: tuple[str, ...]) -> str | None:
-    """The caller's KUBECONFIG, as kubetray-exec passed it on."""
+def _env_value(env: tuple[str, ...], name: str) -> str | None:
     for item in env:
-        if item.startswith("KUBECONFIG="):
+        if item.startswith(name + "="):
             return item.partition("=")[2]
     return None
+
+
+def _kubeconfig(env: tuple[str, ...]) -> str:
+    """The caller's KUBECONFIG, as kubetray-exec passed it on; "" (kubectl's default file)
+    for a caller without one (client-node, Python's config_file=)."""
+    return _env_value(env, "KUBECONFIG") or ""

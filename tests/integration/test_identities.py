@@ -158,3 +158,21 @@ def test_kubectl_kubeconfig_flag_names_the_identity_too(
     )
     assert idp.counts().get("password") == 1  # the plugin ran (the server itself is not there)
     assert [r["name"] for r in oidc_rows(kt)] == ["dev-alice"]
+
+
+def test_a_caller_without_kubeconfig_still_gets_the_kubeconfig_users_name(
+    kt: KubetrayEnv, idp: IdP, tmp_path: Path, start_agent: StartAgent
+) -> None:
+    """client-node and Python's config_file= pass no KUBECONFIG: kubectl's default file names
+    the identity, even when the agent was started by a caller with another KUBECONFIG."""
+    other = tmp_path / "other"
+    write_kubeconfig(other, kt.helper, ["--stored=unrelated"])
+    kt.env["KUBECONFIG"] = str(other)
+    start_agent(kt)
+    default = Path(kt.env["HOME"]) / ".kube" / "config"
+    default.parent.mkdir(parents=True, exist_ok=True)
+    write_kubeconfig(default, kt.helper, login_args(idp.issuer))
+    del kt.env["KUBECONFIG"]
+    done = kt.run_helper(*login_args(idp.issuer))
+    assert done.returncode == 0, done.stderr
+    assert [r["name"] for r in oidc_rows(kt)] == ["dev-alice"]

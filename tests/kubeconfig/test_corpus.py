@@ -111,7 +111,7 @@ def test_import_rewrites_only_kubelogin_users_and_undo_restores(case: Case) -> N
                 assert new["command"] == HELPER and new["args"][0] == "get-token"
                 assert new["apiVersion"] == body["exec"]["apiVersion"]
                 old_flags = migrate.kubelogin_flags(body["exec"])
-                assert new["args"][1:] == old_flags
+                assert new["args"][1:] == [*old_flags, f"--name={name}"]  # named as the user
             else:  # Azure's kubelogin, gke, aws, auth-providers, unknown flags: untouched
                 assert _users(after[path])[name] == body
     assert {s.user for s in skipped} <= {"future"}

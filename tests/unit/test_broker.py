@@ -143,3 +143,48 @@ def test_status_lists_stored_before_use(
     assert by_name["b"].kind == "client-certificate" and by_name["b"].subject == "CN=u"
     assert stored.remove("a") is True and stored.remove("a") is False
     assert [i.name for i in broker.status()] == ["b"]
+
+
+def test_stored_credentials_are_handed_out_before_their_end(
+    broker: Broker, stored: StoredCredentials, clock: Clock
+) -> None:
+    """A client caches until expirationTimestamp: it must ask again before the end (a TLS
+    alert or a 401 otherwise), by the same margin as OIDC tokens."""
+    now = clock()
+    stored.save(
+        StoredCredential(
+            name="c",
+            certificate_pem="C",
+            key_pem="K",
+            not_before=now - timedelta(hours=8),
+            not_after=now + timedelta(hours=2),
+        ),
+        now,
+    )
+    end = get(broker, ["--stored", "c"]).expires
+    assert end == now + timedelta(hours=1)  # 10 % of its ten hours before the end
+    stored.save(StoredCredential(name="t", token="t", not_after=now + timedelta(hours=1)), now)
+    assert get(broker, ["--stored", "t"]).expires == now + timedelta(minutes=59)  # the floor
+    stored.save(StoredCredential(name="plain", token="p"), now)
+    assert get(broker, ["--stored", "plain"]).expires is None  # nothing known: none given
+
+
+def test_a_credential_not_valid_yet_is_refused_and_shown(
+    broker: Broker, stored: StoredCredentials, clock: Clock
+) -> None:
+    start = clock() + timedelta(hours=1)
+    cred = StoredCredential(
+        name="c",
+        certificate_pem="C",
+        key_pem="K",
+        not_before=start,
+        not_after=start + timedelta(days=1),
+    )
+    stored.save(cred, clock())
+    assert next(i for i in broker.status() if i.name == "c").state is State.NOT_YET_VALID
+    with pytest.raises(CredentialError, match="not valid before"):
+        get(broker, ["--stored", "c"])
+    clock.advance(hours=2)
+    broker.invalidate("c")
+    assert get(broker, ["--stored", "c"]).certificate_pem == "C"
+    assert next(i for i in broker.status() if i.name == "c").state is State.READY

@@ -19,11 +19,11 @@ from tests.pki import CA
 NOW = datetime.now(UTC)
 
 
-def jwt(exp: float) -> str:
+def jwt(exp: float, **claims: object) -> str:
     def part(doc: dict) -> str:
         return base64.urlsafe_b64encode(json.dumps(doc).encode()).decode().rstrip("=")
 
-    return f"{part({'alg': 'RS256'})}.{part({'sub': 'u', 'exp': exp})}.c2ln"
+    return f"{part({'alg': 'RS256'})}.{part({'sub': 'u', 'exp': exp, **claims})}.c2ln"
 
 
 def test_tokens() -> None:
@@ -74,3 +74,30 @@ def test_certificates() -> None:
         certificate_credential("n", user.cert_pem, locked, "c", "k", NOW)
     with pytest.raises(CredentialError, match="no PEM certificate"):
         certificate_credential("n", b"nope", user.key_pem, "c", "k", NOW)
+
+
+def test_a_jwts_lifetime_is_known() -> None:
+    issued, exp = NOW - timedelta(minutes=10), NOW + timedelta(minutes=50)
+    cred = token_credential("n", jwt(exp.timestamp(), iat=issued.timestamp()), "f", NOW)
+    assert cred.not_before is not None and cred.not_after is not None
+    assert cred.lifetime == timedelta(hours=1)
+    nbf = token_credential("n", jwt(exp.timestamp(), iat=0, nbf=issued.timestamp()), "f", NOW)
+    assert nbf.not_before == cred.not_before  # nbf, when there is one, says when it starts
+    for junk in ("x", True, 1e300, [1]):
+        odd = token_credential("n", jwt(exp.timestamp(), iat=junk), "f", NOW)
+        assert odd.not_before is None and odd.lifetime is None
+
+
+def test_a_certificate_not_valid_yet_is_refused_with_its_start() -> None:
+    ca = CA()
+    later = ca.issue("alice", not_before=NOW + timedelta(hours=2))
+    with pytest.raises(CredentialError) as e:
+        certificate_credential("n", later.cert_pem, later.key_pem, "cert.pem", "k", NOW)
+    start = later.cert.not_valid_before_utc
+    assert (
+        e.value.message
+        == f"the certificate in cert.pem is not valid before {start:%Y-%m-%d %H:%M:%S}Z"
+    )
+    assert e.value.hint and "clock" in e.value.hint
+    now_valid = certificate_credential("n", later.cert_pem, later.key_pem, "c", "k", start)
+    assert now_valid.not_before == start and now_valid.lifetime == timedelta(days=1)
