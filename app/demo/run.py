@@ -169,6 +169,11 @@ def run(headless: bool | None = None, store: str | None = None) -> int:
             "this DEMO provider accepts any)",
             flush=True,
         )
+    # The demo's kubeconfig is not in the person's KUBECONFIG (it must not touch their files):
+    # the app's own view adds it, so its window lists the demo's context.
+    from app.kubeconfig.view import default_paths
+
+    os.environ["KUBECONFIG"] = os.pathsep.join(dict.fromkeys([*default_paths(), kubeconfig]))
     if headless:
         print("(no desktop here: the headless agent runs)", flush=True)
         from app.agent.headless import run as run_agent

@@ -8,7 +8,9 @@ worker threads and report back through signals. Never touch a widget from here.
 import contextlib
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
+from urllib.parse import urlsplit
 
 from PySide6.QtCore import QObject, Signal
 
@@ -23,6 +25,33 @@ PROMPT_TIMEOUT = 300.0
 DIALOG_CA_HINT = (
     "choose the CA certificate that signed the provider's certificate as Provider CA file"
 )
+DIALOG_CLUSTER_CA_HINT = (
+    "choose the CA certificate that signed the API server's certificate as Cluster CA file "
+    "(the cluster's administrators have it; a kubeconfig that works holds it as "
+    "certificate-authority-data), then add again"
+)
+
+
+@dataclass(frozen=True)
+class LoginFacts:
+    """What a login's dialog says about it: whose login, at which provider, asked by whom."""
+
+    name: str
+    provider: str
+    """The provider's host (the issuer's), or "" when unknown."""
+    asked_by: str
+
+
+@dataclass(frozen=True)
+class Added:
+    """What Add cluster wrote, for its dialog."""
+
+    context: str
+    files: tuple[str, ...]
+    identity: str
+    """The identity the context logs in as, now known to kubetray ("" if none)."""
+    unchecked: str = ""
+    """Why the API server's certificate could not be checked, with what to do ("" if it was)."""
 
 
 class _Answer:
@@ -95,8 +124,9 @@ class TrayController(QObject):
     prompt = Signal(str, str, bool, object)  # name, text, secret, _Answer
     notify = Signal(str, str, str, str)  # kind, identity name, title, text
     probed = Signal(object)  # Metadata or AppError
-    cluster_added = Signal(object)  # setup_cluster.Done or AppError
+    cluster_added = Signal(object)  # Added or AppError
     consent_asked = Signal(object)  # consent.Question: an SSH host's first request
+    switch_checked = Signal(str, object)  # name, whether the provider can offer another account
 
     def __init__(self, core: Core, settings: Settings, clock: Callable[[], datetime]) -> None:
         super().__init__()
@@ -108,6 +138,10 @@ class TrayController(QObject):
         self.store_notice: str | None = None
         """Shown in the menu when tokens will not outlive the app (no OS keyring)."""
         self._warned_expiring: set[tuple[str, str]] = set()
+        self._requested: set[str] = set()
+        """Identities whose login the person started here (the window or the menu)."""
+        self._kept: dict[str, str] = {}
+        """A password typed with the username in one dialog, for the login's next prompt."""
         logins.desktop = True
         self.apply_settings()
         logins.observers.append(self)
@@ -116,6 +150,7 @@ class TrayController(QObject):
         self.finished_login.connect(self._on_finished)
         self.needs_login.connect(self._on_required)
         self.progress.connect(self._on_progress)
+        self.finished_login.connect(self._forget_login)
 
     def apply_settings(self) -> None:
         """Make the settings take effect (after loading, and after the Settings window)."""
@@ -228,12 +263,76 @@ class TrayController(QObject):
 
     def log_in(self, name: str, again: bool = False) -> None:
         conv = WaitingConversation()
+        self._requested.add(name)
         self._run(f"login-{name}", lambda: self.account.log_in(conv, name, force=again))
 
     def switch_account(self, name: str) -> None:
         """Log in again, asking the provider to let the person pick another account."""
         conv = WaitingConversation()
+        self._requested.add(name)
         self._run(f"login-{name}", lambda: self.account.switch_account(name, conv))
+
+    def log_in_context(self, context: str) -> None:
+        """Log in as the identity a kubetray context names, one kubectl has not used yet (it
+        becomes known to kubetray, as at kubectl's first call)."""
+        from app.kubeconfig.view import default_paths
+        from app.usecases import setup_cluster
+
+        conv = WaitingConversation()
+
+        def work() -> None:
+            args = setup_cluster.identity_args(context, default_paths())
+            name = self.account.register(args)
+            self._requested.add(name)
+            self.changed.emit()
+            self.account.log_in(conv, name)
+
+        self._run(f"login-{context}", work)
+
+    def check_switch_account(self, name: str) -> None:
+        """Ask the provider whether it can offer another account (its discovery, on a worker);
+        ``switch_checked`` carries True, False, or None when it could not be asked."""
+
+        def work() -> None:
+            try:
+                self.switch_checked.emit(name, self.account.can_pick_account(name))
+            except AppError:
+                self.switch_checked.emit(name, None)
+
+        threading.Thread(target=work, name=f"switch-{name}", daemon=True).start()
+
+    def browser_problem(self, name: str) -> str | None:
+        """Why the browser did not open for the login in flight, if it did not."""
+        login = self._in_flight(name)
+        return login.browser_error if login is not None else None
+
+    def login_facts(self, name: str) -> LoginFacts:
+        """Whose login asks, at which provider, and who started it (for its dialogs)."""
+        status = next((i for i in self.identities() if i.name == name), None)
+        issuer = status.issuer if status is not None else None
+        provider = (urlsplit(issuer).netloc if issuer else "") or ""
+        login = self._in_flight(name)
+        if login is not None and login.origin:
+            asked_by = f"kubectl on {login.origin} (over SSH)"
+        elif name in self._requested:
+            asked_by = "you, from kubetray"
+        else:
+            asked_by = "kubectl (or kubetray login), through kubetray-exec"
+        return LoginFacts(name, provider, asked_by)
+
+    def keep_answer(self, name: str, answer: str) -> None:
+        """Keep the password typed beside the username for the login's "Password" prompt."""
+        self._kept[name] = answer
+
+    def kept_answer(self, name: str, text: str, secret: bool) -> str | None:
+        """The kept password, when ``text`` is the login's password prompt (handed out once)."""
+        if secret and text.strip().lower().startswith("password"):
+            return self._kept.pop(name, None)
+        return None
+
+    def _forget_login(self, name: str, _error: str) -> None:
+        self._kept.pop(name, None)
+        self._requested.discard(name)
 
     def answer_consent(self, question: Question, decision: Decision) -> None:
         """The person's answer to an SSH host's request (the waiting request goes on)."""
@@ -265,6 +364,18 @@ class TrayController(QObject):
     def cancel(self, name: str) -> None:
         with contextlib.suppress(AppError):  # it ended meanwhile: nothing to cancel
             self.account.cancel(name)
+
+    def issuer_problem(self, issuer: str) -> str | None:
+        """What is wrong with an issuer URL as typed (None: worth asking the provider)."""
+        from app.usecases import setup_cluster
+
+        return setup_cluster.issuer_problem(issuer)
+
+    def server_problem(self, server: str) -> str | None:
+        """What is wrong with an API server URL as typed (None: worth a handshake)."""
+        from app.usecases import setup_cluster
+
+        return setup_cluster.server_problem(server)
 
     def default_kubeconfig(self) -> str:
         """Where kubectl would write a new entry."""
@@ -304,9 +415,19 @@ class TrayController(QObject):
 
         def work() -> None:
             try:
+                tls = setup_cluster.check_server(
+                    context, server, ca_data, kubeconfig, DIALOG_CLUSTER_CA_HINT
+                )
                 backups = compose.kubeconfig_backups()
                 done = setup_cluster.run(request, [kubeconfig], backups, "Add cluster")
-                self.cluster_added.emit(done)
+                args = setup_cluster.identity_args(done.context, [kubeconfig])
+                name = self.account.register(args) if args else ""
+                unchecked = "" if tls.verdict == "pass" else tls.detail
+                if unchecked and tls.remedy:
+                    unchecked += f" ({tls.remedy})"
+                files = tuple(str(w.path) for w in done.written)
+                self.cluster_added.emit(Added(done.context, files, name, unchecked))
+                self.changed.emit()
             except AppError as e:
                 self.cluster_added.emit(e)
             except OSError as e:

@@ -27,8 +27,9 @@ from app import autostart, installation
 from app.errors import AppError
 from app.model import Decision, Question
 from app.oidc.settings import Metadata
-from app.ui.controller import TrayController
-from app.ui.text import kubectl_line
+from app.ui import icons
+from app.ui.controller import Added, LoginFacts, TrayController
+from app.ui.text import capability_words, kubectl_line
 
 
 def ask(parent: QWidget | None, name: str, text: str, secret: bool) -> str | None:
@@ -36,6 +37,73 @@ def ask(parent: QWidget | None, name: str, text: str, secret: bool) -> str | Non
     mode = QLineEdit.EchoMode.Password if secret else QLineEdit.EchoMode.Normal
     value, ok = QInputDialog.getText(parent, f"kubetray: log in to {name}", text, mode)
     return value if ok else None
+
+
+def ask_login(controller: TrayController, name: str, text: str, secret: bool) -> str | None:
+    """A login's prompt. The provider's password login asks "Username: " then "Password: ":
+    one dialog takes both, and its password answers the second prompt."""
+    kept = controller.kept_answer(name, text, secret)
+    if kept is not None:
+        return kept
+    username = not secret and text.strip().lower().startswith("username")
+    dialog = LoginDialog(controller.login_facts(name), text, secret, with_password=username)
+    bring_forward(dialog)
+    if dialog.exec() != QDialog.DialogCode.Accepted:
+        return None
+    if username:
+        controller.keep_answer(name, dialog.password.text())
+    return dialog.answer.text()
+
+
+def bring_forward(dialog: QWidget) -> None:
+    dialog.show()
+    dialog.raise_()
+    dialog.activateWindow()
+
+
+class LoginDialog(QDialog):
+    """A login's question in one dialog that says whose login it is, at which provider, and
+    who asked: username and password together for a password login."""
+
+    def __init__(
+        self,
+        facts: LoginFacts,
+        text: str,
+        secret: bool,
+        with_password: bool = False,
+        parent: QWidget | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.setWindowTitle(f"kubetray: log in to {facts.name}")
+        self.setWindowIcon(icons.state_icon(icons.LOGIN))
+        at = f" at <b>{html.escape(facts.provider)}</b>" if facts.provider else ""
+        self.intro = QLabel(
+            f"Log in to <b>{html.escape(facts.name)}</b>{at}.<br>"
+            f"Asked by {html.escape(facts.asked_by)}."
+        )
+        self.intro.setWordWrap(True)
+        form = QFormLayout()
+        self.answer = QLineEdit()
+        if secret:
+            self.answer.setEchoMode(QLineEdit.EchoMode.Password)
+        form.addRow(text.strip().rstrip(":") or "Answer", self.answer)
+        self.password = QLineEdit()
+        self.password.setEchoMode(QLineEdit.EchoMode.Password)
+        if with_password:
+            form.addRow("Password", self.password)
+        buttons = QDialogButtonBox(
+            QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel
+        )
+        buttons.button(QDialogButtonBox.StandardButton.Ok).setText("Log in")
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.intro)
+        layout.addLayout(form)
+        layout.addWidget(buttons)
+        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
+        self.setMinimumWidth(440)
+        self.answer.setFocus()
 
 
 class ConsentDialog(QDialog):
@@ -104,8 +172,11 @@ class AddClusterDialog(QDialog):
     def __init__(self, controller: TrayController, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle("kubetray: add cluster")
+        self.setWindowIcon(icons.state_icon(icons.OK))
         self._controller = controller
         self.metadata: Metadata | None = None
+        self.identity = ""
+        """The identity the written context logs in as (known to kubetray once written)."""
         self.done_line = ""
         """The kubectl line to try, once the cluster is written."""
         form = QFormLayout()
@@ -125,7 +196,7 @@ class AddClusterDialog(QDialog):
         self.provider_ca = QLineEdit()
         self.provider_ca.setPlaceholderText("only for a provider with a private CA")
         self.listen = QLineEdit()
-        self.listen.setPlaceholderText("e.g. 127.0.0.1:8000 if the provider wants it exact")
+        self.listen.setPlaceholderText("e.g. 127.0.0.1:8000, only if the provider wants it exact")
         self.scopes = QLineEdit("email groups")
         self.kubeconfig = QLineEdit(controller.default_kubeconfig())
         form.addRow("Context name", self.context)
@@ -134,7 +205,7 @@ class AddClusterDialog(QDialog):
         form.addRow("Issuer URL", self.issuer)
         form.addRow("Client ID", self.client_id)
         form.addRow("Provider CA file", self.provider_ca)
-        form.addRow("Listen address", self.listen)
+        form.addRow("Local port for the browser login", self.listen)
         form.addRow("Extra scopes", self.scopes)
         form.addRow("Kubeconfig", self.kubeconfig)
         self.probe_button = QPushButton("Check provider")
@@ -167,6 +238,11 @@ class AddClusterDialog(QDialog):
             self.ca_file.setText(path)
 
     def probe(self) -> None:
+        problem = self._controller.issuer_problem(self.issuer.text())
+        if problem:
+            self.found.setText(f"<b>{html.escape(problem)}</b>")
+            self.issuer.setFocus()
+            return
         self.found.setText("Asking the provider…")
         self.probe_button.setEnabled(False)
         ok, ca = self._read_b64(self.provider_ca, "provider CA")
@@ -186,7 +262,8 @@ class AddClusterDialog(QDialog):
         self.metadata = result
         marks = {"yes": "✔", "no": "✘", "unknown": "?"}
         rows = "".join(
-            f"<li>{marks[c.state]} {c.name}{f' ({c.detail})' if c.detail else ''}"
+            f"<li>{marks[c.state]} {capability_words(c.name)}"
+            f"{f' ({c.detail})' if c.detail else ''}"
             f"{' (not listed in discovery)' if c.state == 'unknown' else ''}</li>"
             for c in result.capabilities()
         )
@@ -212,6 +289,12 @@ class AddClusterDialog(QDialog):
             return False, None
 
     def save(self) -> None:
+        problem = self._controller.server_problem(self.server.text()) or (
+            self._controller.issuer_problem(self.issuer.text())
+        )
+        if problem:
+            self.found.setText(f"<b>{html.escape(problem)}</b>")
+            return
         ok, ca_data = self._read_b64(self.ca_file, "cluster CA")
         ok2, provider_ca = self._read_b64(self.provider_ca, "provider CA")
         if not (ok and ok2):
@@ -232,18 +315,44 @@ class AddClusterDialog(QDialog):
     def _added(self, result: object) -> None:
         self.buttons.setEnabled(True)
         if isinstance(result, AppError):
-            self.found.setText("<b>Not written.</b> " + _error_html(result))
+            self.found.setText("<b>Not added.</b> " + _error_html(result))
             return
-        context = str(getattr(result, "context", ""))
-        files = ", ".join(str(w.path) for w in getattr(result, "written", []))
-        line = kubectl_line(context)
+        assert isinstance(result, Added)
+        files = ", ".join(result.files)
+        line = kubectl_line(result.context)
+        self.identity = result.identity
+        said = f"<b>Added context {html.escape(result.context)}</b> to {html.escape(files)}."
+        if result.unchecked:
+            # Not verified (unreachable, or no TLS): say so rather than promise that it works.
+            said += "<br>Could not check the API server: " + html.escape(result.unchecked)
+        if result.identity:
+            said += (
+                f"<br>Log in to <b>{html.escape(result.identity)}</b> now, then try: "
+                f"<code>{html.escape(line)}</code>"
+            )
+        else:
+            said += f"<br>Try it: <code>{html.escape(line)}</code>"
         self.done_line = line
-        self.found.setText(
-            f"<b>Added context {html.escape(context)}</b> to {html.escape(files)}.<br>"
-            f"Try it: <code>{html.escape(line)}</code>"
-        )
+        self.found.setText(said)
         self.buttons.button(QDialogButtonBox.StandardButton.Save).hide()
         self.buttons.button(QDialogButtonBox.StandardButton.Cancel).setText("Close")
+        if result.identity:
+            self.login_button = self.buttons.addButton(
+                "Log in now", QDialogButtonBox.ButtonRole.ActionRole
+            )
+            self.login_button.clicked.connect(self._log_in_now)
+            self.login_button.setDefault(True)
+
+    def _log_in_now(self) -> None:
+        self._controller.log_in(self.identity)
+        self.accept()
+
+
+def _wrapped(text: str) -> QLabel:
+    """A label that wraps instead of widening (or cutting off) its dialog."""
+    label = QLabel(text)
+    label.setWordWrap(True)
+    return label
 
 
 def _error_html(error: AppError) -> str:
@@ -260,6 +369,7 @@ class SettingsDialog(QDialog):
     def __init__(self, controller: TrayController, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle("kubetray settings")
+        self.setWindowIcon(icons.state_icon(icons.OK))
         self._controller = controller
         s = controller.settings
         form = QFormLayout()
@@ -283,20 +393,29 @@ class SettingsDialog(QDialog):
             "kubetray renews a sign-in (with its refresh token) this long before it expires, "
             "so kubectl never waits for it."
         )
-        form.addRow("Renew sign-ins this long before they expire", self.margin)
+        form.addRow(_wrapped("Renew sign-ins this long before they expire"), self.margin)
         form.addRow(QLabel("Notify me:"))
         form.addRow(self.notify_login)
         form.addRow(self.notify_expiring)
         form.addRow(self.notify_failures)
-        form.addRow(QLabel("SSH hosts that ask for tokens through a forward (kubetray ssh):"))
+        form.addRow(
+            _wrapped(
+                "SSH hosts that ask for tokens through a forward (kubetray ssh). Select one "
+                "to allow it always, deny it, or have kubetray ask again:"
+            )
+        )
         self.remote = QListWidget()
         self.remote.setToolTip("kubetray remote list shows the same; allow, deny or ask again")
+        self.remote.itemSelectionChanged.connect(self._update_remote_buttons)
         form.addRow(self.remote)
         remote_buttons = QHBoxLayout()
+        self.remote_buttons: list[QPushButton] = []
         for label, action in (("Always allow", "allow"), ("Deny", "deny"), ("Ask again", "forget")):
             button = QPushButton(label)
             button.clicked.connect(lambda _=False, a=action: self._decide(a))
             remote_buttons.addWidget(button)
+            self.remote_buttons.append(button)
+        remote_buttons.addStretch(1)
         form.addRow(remote_buttons)
         self._fill_remote()
         buttons = QDialogButtonBox(
@@ -307,13 +426,29 @@ class SettingsDialog(QDialog):
         layout = QVBoxLayout(self)
         layout.addLayout(form)
         layout.addWidget(buttons)
+        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
+        self.setMinimumWidth(600)
 
     def _fill_remote(self) -> None:
         self.remote.clear()
-        for h in self._controller.remote_hosts():
+        hosts = self._controller.remote_hosts()
+        for h in hosts:
             item = QListWidgetItem(f"{h.host}: {h.standing}")
             item.setData(Qt.ItemDataRole.UserRole, h.host)
             self.remote.addItem(item)
+        if not hosts:
+            item = QListWidgetItem("No SSH host has asked yet.")
+            item.setFlags(Qt.ItemFlag.NoItemFlags)
+            self.remote.addItem(item)
+        self._update_remote_buttons()
+
+    def _update_remote_buttons(self) -> None:
+        item = self.remote.currentItem()
+        chosen = (
+            item is not None and item.isSelected() and bool(item.data(Qt.ItemDataRole.UserRole))
+        )
+        for button in self.remote_buttons:
+            button.setEnabled(chosen)
 
     def _decide(self, action: str) -> None:
         item = self.remote.currentItem()

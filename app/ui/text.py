@@ -4,7 +4,7 @@ import shlex
 import sys
 from datetime import datetime, timedelta
 
-from app.model import Caller, CallRecord, IdentityStatus
+from app.model import Caller, CallRecord, IdentityStatus, State
 
 
 def time_left(expires: str | None, now: datetime) -> str:
@@ -73,3 +73,56 @@ def call_details(rec: CallRecord) -> list[tuple[str, str]]:
     if rec.error:
         rows.append(("Error", rec.error))
     return rows
+
+
+def plural(count: int, one: str, many: str | None = None) -> str:
+    """ "1 identity", "2 identities", "0 contexts"."""
+    return f"{count} {one if count == 1 else (many or one + 's')}"
+
+
+STATE_WORDS = {
+    State.READY: "signed in",
+    State.EXPIRING: "signed in, expiring soon",
+    State.LOGGING_IN: "logging in…",
+    State.NEEDS_LOGIN: "signed out",
+    State.EXPIRED: "expired: log in again",
+    State.NOT_YET_VALID: "not valid yet",
+    State.ERROR: "login failed",
+    State.STORED: "stored",
+}
+
+
+def state_words(state: State) -> str:
+    """An identity's state as a person says it ("signed out", not "needs login")."""
+    return STATE_WORDS.get(state, str(state))
+
+
+REASON_IN_ROW = 70
+"""Characters of a failure's reason shown in the row itself (all of it in the detail line)."""
+
+
+def state_line(identity: IdentityStatus) -> str:
+    """The state, with the reason of a failure cut to fit a row."""
+    text = state_words(identity.state)
+    reason = identity.error
+    if not reason:
+        return text
+    if identity.state is State.NEEDS_LOGIN:
+        text = "login failed"
+    if len(reason) > REASON_IN_ROW:
+        reason = reason[: REASON_IN_ROW - 1].rstrip() + "…"
+    return f"{text}: {reason}"
+
+
+CAPABILITY_WORDS = {
+    "PKCE (S256)": "secure browser login (PKCE)",
+    "device code login": "login with a code on another device",
+    "refresh tokens": "staying signed in (refresh tokens)",
+    "logout at the provider": "logging out at the provider",
+    "token revocation": "cancelling tokens on log out",
+}
+
+
+def capability_words(name: str) -> str:
+    """A provider capability as Add cluster lists it."""
+    return CAPABILITY_WORDS.get(name, name)

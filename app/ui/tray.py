@@ -12,7 +12,7 @@ from shiboken6 import Shiboken
 from app.model import OIDC, IdentityStatus, State
 from app.ui import icons
 from app.ui.controller import TrayController
-from app.ui.dialogs import AddClusterDialog, ConsentDialog, SettingsDialog, ask
+from app.ui.dialogs import AddClusterDialog, ConsentDialog, SettingsDialog, ask_login
 from app.ui.notify import DesktopNotifications
 from app.ui.text import time_left, who
 from app.ui.views import DeviceCodeWindow, DiagnosticsWindow, StatusWindow, bring_to_front
@@ -223,7 +223,7 @@ class TrayApp(QObject):
         bring_to_front(window)
 
     def _prompt(self, name: str, text: str, secret: bool, answer: Any) -> None:
-        answer.value = None if self._closed else ask(None, name, text, secret)
+        answer.value = None if self._closed else ask_login(self.controller, name, text, secret)
         answer.ready.set()
 
     def _consent(self, question: Any) -> None:

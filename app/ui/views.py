@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (
 
 from app.model import CallRecord, IdentityStatus
 from app.ui.controller import TrayController
-from app.ui.text import call_details, caller_chain, time_left, who
+from app.ui.text import call_details, caller_chain, state_words, time_left, who
 
 SCREEN_SHARE = 0.8
 """The most of the screen a window opens on: room is left for the panel and other windows."""
@@ -67,6 +67,13 @@ def fit_to_screen(window: QWidget, preferred: QSize) -> None:
 
 
 def bring_to_front(window: QWidget) -> None:
+    """Show ``window`` on top, also when it was minimized (show() alone leaves it iconic)."""
+    if window.isMinimized():
+        window.setWindowState(window.windowState() & ~Qt.WindowState.WindowMinimized)
+        if window.isMaximized():
+            window.showMaximized()
+        else:
+            window.showNormal()
     window.show()
     window.raise_()
     window.activateWindow()
@@ -202,8 +209,8 @@ class DiagnosticsWindow(QWidget):
         ok, failed = c.counts()
         lines = [f"Calls: {ok} ok, {failed} failed"]
         for ident in c.identities():
-            left = time_left(ident.expires, now) or "does not expire"
-            line = f"<b>{ident.name}</b>: {ident.state}, {left}"
+            left = time_left(ident.expires, now) or "no expiry"
+            line = f"<b>{ident.name}</b>: {state_words(ident.state)}, {left}"
             if ident.refreshed_at is not None:
                 age = int((now - datetime.fromisoformat(ident.refreshed_at)).total_seconds())
                 line += f", refresh token rotated {age}s ago ({ident.refreshes} refreshes)"

@@ -8,14 +8,15 @@ import html
 from collections.abc import Callable
 from datetime import datetime
 
-from PySide6.QtCore import Qt
-from PySide6.QtGui import QGuiApplication
+from PySide6.QtCore import Qt, QUrl
+from PySide6.QtGui import QDesktopServices, QGuiApplication
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHBoxLayout,
     QHeaderView,
     QLabel,
     QLineEdit,
+    QMessageBox,
     QPushButton,
     QTreeWidget,
     QTreeWidgetItem,
@@ -24,8 +25,11 @@ from PySide6.QtWidgets import (
 )
 
 from app.model import OIDC, ContextUse, IdentityStatus, State
+from app.ui import icons
 from app.ui.controller import TrayController
-from app.ui.text import kubectl_line, time_left, who
+from app.ui.dialogs import AddClusterDialog, SettingsDialog
+from app.ui.text import kubectl_line, plural, state_line, time_left, who
+from app.ui.views import bring_to_front
 
 OTHER = "Other contexts"
 KEY = Qt.ItemDataRole.UserRole
@@ -63,33 +67,71 @@ class MainWindow(QWidget):
         self.tree.itemSelectionChanged.connect(self._update_buttons)
         self.tree.itemDoubleClicked.connect(lambda *_: self.copy_kubectl_line())
         layout.addWidget(self.tree)
+        self.detail = QLabel("")
+        self.detail.setWordWrap(True)
+        self.detail.setTextFormat(Qt.TextFormat.RichText)
+        self.detail.setOpenExternalLinks(True)
+        self.detail.setTextInteractionFlags(Qt.TextInteractionFlag.TextBrowserInteraction)
+        layout.addWidget(self.detail)
         row = QHBoxLayout()
         self.login_button = QPushButton("Log in")
         self.login_button.clicked.connect(self._log_in)
         self.logout_button = QPushButton("Log out")
         self.logout_button.clicked.connect(lambda: self._on_identity(controller.log_out))
         self.switch_button = QPushButton("Switch account")
-        self.switch_button.clicked.connect(lambda: self._on_identity(controller.switch_account))
+        self.switch_button.clicked.connect(lambda: self._on_identity(self.switch_account))
+        # While a login runs: the person can finish it elsewhere or stop it.
+        self.cancel_button = QPushButton("Cancel login")
+        self.cancel_button.clicked.connect(lambda: self._on_identity(controller.cancel))
+        self.open_button = QPushButton("Open login page")
+        self.open_button.clicked.connect(self.open_login_page)
+        self.copy_link_button = QPushButton("Copy link")
+        self.copy_link_button.setToolTip("The login page's address, to open in any browser")
+        self.copy_link_button.clicked.connect(self.copy_login_link)
         self.copy_button = QPushButton("Copy kubectl line")
         self.copy_button.setToolTip("kubectl --context CONTEXT get ns, to try the context")
         self.copy_button.clicked.connect(self.copy_kubectl_line)
-        self.diagnostics_button = QPushButton("Diagnostics")
-        self.diagnostics_button.clicked.connect(show_diagnostics)
         for button in (
             self.login_button,
             self.logout_button,
             self.switch_button,
+            self.cancel_button,
+            self.open_button,
+            self.copy_link_button,
             self.copy_button,
         ):
             row.addWidget(button)
         row.addStretch(1)
-        row.addWidget(self.diagnostics_button)
         layout.addLayout(row)
+        row2 = QHBoxLayout()
+        self.add_button = QPushButton("Add cluster…")
+        self.add_button.clicked.connect(self.add_cluster)
+        self.settings_button = QPushButton("Settings…")
+        self.settings_button.clicked.connect(self.show_settings)
+        self.diagnostics_button = QPushButton("Diagnostics")
+        self.diagnostics_button.clicked.connect(show_diagnostics)
+        # Apart from the login buttons: removing is not a slip of the mouse away.
+        self.remove_button = QPushButton("Remove identity…")
+        self.remove_button.setToolTip(
+            "Log out and forget this identity in kubetray (its kubeconfig entries stay)"
+        )
+        self.remove_button.clicked.connect(self.remove)
+        for button in (self.add_button, self.settings_button, self.diagnostics_button):
+            row2.addWidget(button)
+        row2.addStretch(1)
+        row2.addWidget(self.remove_button)
+        layout.addLayout(row2)
         self.notice = QLabel("")
         self.notice.setWordWrap(True)
         self.notice.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         layout.addWidget(self.notice)
-        self.resize(780, 420)
+        self.question: QMessageBox | None = None
+        """The open question (remove, switch account), for tests to answer."""
+        self.add_dialog: AddClusterDialog | None = None
+        self.settings_dialog: SettingsDialog | None = None
+        controller.switch_checked.connect(self._switch_checked)
+        self.setWindowIcon(icons.state_icon(icons.OK))
+        self.resize(900, 480)
         self._update_buttons()
 
     # -- contents ---------------------------------------------------------------------------
@@ -115,13 +157,15 @@ class MainWindow(QWidget):
             if key[0] == "identity" and ident is not None:
                 self._fill_identity(item, ident, now)
             elif ident is not None:
-                item.setText(2, str(ident.state))
+                item.setText(2, state_line(ident))
                 item.setText(3, time_left(ident.expires, now))
         n = len(contexts)
         self.summary.setText(
-            f"<b>{len(identities)}</b> identities, <b>{n}</b> kubeconfig contexts"
+            f"{plural(len(identities), 'identity', 'identities')}, "
+            f"{plural(n, 'kubeconfig context')}"
             if identities or contexts
-            else "Nothing set up yet: add a cluster from the tray menu, or run kubectl."
+            else "Nothing set up yet: click <b>Add cluster…</b>, or run kubectl with a "
+            "kubeconfig that uses kubetray."
         )
         self.search.setVisible(len(identities) + n >= self.SEARCH_FROM)
         self._update_buttons()
@@ -154,16 +198,19 @@ class MainWindow(QWidget):
                 child = QTreeWidgetItem(top, [use.context, user, "", "", use.cluster])
                 child.setData(0, KEY, ("context", use.context, ""))
         self.tree.expandAll()
-        for item in self._items():
-            if item.data(0, KEY) == selected:
-                item.setSelected(True)
+        items = self._items()
+        keep = next((item for item in items if item.data(0, KEY) == selected), None)
+        if keep is None and items:
+            keep = items[0]  # something is always selected: the buttons say what they do
+        if keep is not None:
+            self.tree.setCurrentItem(keep)
         self._filter(self.search.text())
 
     def _fill_identity(self, item: QTreeWidgetItem, ident: IdentityStatus, now: datetime) -> None:
         texts = [
             ident.name,
             who(ident) or ("" if ident.kind == OIDC else ident.kind),
-            str(ident.state),
+            state_line(ident),
             time_left(ident.expires, now),
             ", ".join(ident.clusters),
         ]
@@ -249,24 +296,177 @@ class MainWindow(QWidget):
         item = self._selected()
         ident = self._identity_of(item)
         oidc = ident is not None and ident.kind == OIDC
-        busy = ident is not None and ident.state is State.LOGGING_IN
+        busy = oidc and ident is not None and ident.state is State.LOGGING_IN
         signed_in = ident is not None and ident.state in (State.READY, State.EXPIRING)
-        self.login_button.setEnabled(oidc and not busy)
+        link = self._controller.login_link(ident.name) if busy and ident is not None else None
+        for button in (self.login_button, self.logout_button, self.switch_button):
+            button.setVisible(not busy)
+        for button in (self.cancel_button, self.open_button, self.copy_link_button):
+            button.setVisible(busy)
+        unused = ident is None and self._unused_context(item) is not None
+        self.login_button.setEnabled((oidc and not busy) or unused)
         self.login_button.setText("Log in again" if oidc and signed_in else "Log in")
         self.logout_button.setEnabled(oidc and signed_in and not busy)
         self.switch_button.setEnabled(oidc and not busy)
+        self.cancel_button.setEnabled(busy)
+        self.open_button.setEnabled(link is not None)
+        self.copy_link_button.setEnabled(link is not None)
         self.copy_button.setEnabled(self._context_of(item) is not None)
+        self.remove_button.setEnabled(oidc)
+        self.detail.setText(self._detail(item, ident, link))
+
+    def _detail(
+        self, item: QTreeWidgetItem | None, ident: IdentityStatus | None, link: str | None
+    ) -> str:
+        """What the selected row needs from the person, or why its buttons are off."""
+        if item is None:
+            if self.tree.topLevelItemCount():
+                return "Select an identity or a context to log in, log out or copy a kubectl line."
+            return "Add a cluster to start: kubetray then logs you in when kubectl needs it."
+        if ident is None:
+            if item.data(0, KEY)[0] == "other":
+                return "These contexts do not use kubetray: there is nothing to log in to here."
+            if self._unused_context(item) is not None:
+                return (
+                    "kubectl has not used this context yet: <b>Log in</b> signs you in for it now."
+                )
+            if item.data(0, KEY)[0] == "context":
+                return (
+                    "This context does not use a kubetray login (or kubectl has not used it "
+                    "yet): kubetray cannot log it in. Copy its kubectl line to try it."
+                )
+            return ""
+        name = f"<b>{html.escape(ident.name)}</b>"
+        if ident.kind != OIDC:
+            return (
+                f"{name} is a stored credential: there is no login. "
+                "kubetray store replaces it when it expires."
+            )
+        if ident.state is State.LOGGING_IN:
+            problem = self._controller.browser_problem(ident.name)
+            if problem:
+                text = f"{name}: the browser did not open. Open the login page yourself"
+            elif link:
+                text = f"{name}: finish the login in your browser, or open the login page again"
+            else:
+                text = f"{name}: logging in… (Cancel login stops it)"
+            if link:
+                text += f': <a href="{html.escape(link)}">{html.escape(link)}</a>'
+            return text
+        reason = ident.error or ident.note
+        prefix = f"{name}: {html.escape(reason)}<br>" if reason else ""
+        if ident.state in (State.READY, State.EXPIRING):
+            return prefix + f"{name} is signed in. kubectl uses it without asking."
+        return prefix + f"{name} is signed out: click <b>Log in</b> (or kubectl logs you in)."
 
     def _on_identity(self, action: Callable[[str], None]) -> None:
         ident = self._identity_of(self._selected())
         if ident is not None:
             action(ident.name)
 
+    def _unused_context(self, item: QTreeWidgetItem | None) -> str | None:
+        """A context whose user runs kubetray-exec but that kubectl has not used yet."""
+        key = item.data(0, KEY) if item is not None else None
+        if key is None or key[0] != "context" or key[2]:
+            return None
+        return str(key[1]) if key[1] in self._controller.helper_contexts() else None
+
     def _log_in(self) -> None:
-        ident = self._identity_of(self._selected())
+        item = self._selected()
+        ident = self._identity_of(item)
+        context = self._unused_context(item)
+        if ident is None and context is not None:
+            self._controller.log_in_context(context)
+            self.notice.setText(f"Logging in for {html.escape(context)}…")
+            return
         if ident is not None:
             again = ident.state in (State.READY, State.EXPIRING)
             self._controller.log_in(ident.name, again=again)
+
+    def open_login_page(self) -> None:
+        ident = self._identity_of(self._selected())
+        link = self._controller.login_link(ident.name) if ident is not None else None
+        if link:
+            QDesktopServices.openUrl(QUrl(link))
+
+    def copy_login_link(self) -> None:
+        ident = self._identity_of(self._selected())
+        link = self._controller.login_link(ident.name) if ident is not None else None
+        if link:
+            QGuiApplication.clipboard().setText(link)
+            self.notice.setText("Copied the login link: open it in any browser.")
+
+    def switch_account(self, name: str) -> None:
+        """Ask the provider first: switching where it cannot offer another account would log
+        the same person in again."""
+        self.switch_button.setEnabled(False)
+        self.notice.setText(f"Asking the provider of {html.escape(name)}…")
+        self._controller.check_switch_account(name)
+
+    def _switch_checked(self, name: str, can_pick: object) -> None:
+        self._update_buttons()
+        self.notice.setText("")
+        if can_pick is not False:
+            self._controller.switch_account(name)
+            return
+        ident = self._identities.get(name)
+        provider = html.escape(self._controller.login_facts(name).provider or "The provider")
+        signed_in = ident is not None and ident.state in (State.READY, State.EXPIRING)
+        box = QMessageBox(self)
+        box.setIcon(QMessageBox.Icon.Question)
+        box.setWindowTitle(f"kubetray: switch account for {name}")
+        box.setText(f"{provider} cannot offer to pick another account.")
+        box.setInformativeText(
+            "Logging in again would most likely sign the same person in. "
+            + (
+                f"Log out of {name} first, then log out at the provider's page in your "
+                "browser, and log in as the other person."
+                if signed_in
+                else "Log out at the provider's page in your browser first, then log in."
+            )
+        )
+        logout = box.addButton(
+            "Log out" if signed_in else "Log in anyway", QMessageBox.ButtonRole.AcceptRole
+        )
+        box.addButton(QMessageBox.StandardButton.Cancel)
+        self.question = box
+        box.exec()
+        if box.clickedButton() is logout:
+            if signed_in:
+                self._controller.log_out(name)
+            else:
+                self._controller.log_in(name)
+
+    def remove(self) -> None:
+        ident = self._identity_of(self._selected())
+        if ident is None:
+            return
+        box = QMessageBox(self)
+        box.setIcon(QMessageBox.Icon.Warning)
+        box.setWindowTitle(f"kubetray: remove {ident.name}")
+        box.setText(f"Remove {ident.name} from kubetray?")
+        box.setInformativeText(
+            "kubetray logs it out and forgets it. Its kubeconfig contexts stay: the next kubectl "
+            "call with them adds it again and asks you to log in."
+        )
+        remove = box.addButton("Remove", QMessageBox.ButtonRole.DestructiveRole)
+        box.addButton(QMessageBox.StandardButton.Cancel)
+        box.setDefaultButton(QMessageBox.StandardButton.Cancel)
+        self.question = box
+        box.exec()
+        if box.clickedButton() is remove:
+            self._controller.remove(ident.name)
+            self.notice.setText(f"Removed {html.escape(ident.name)}.")
+
+    def add_cluster(self) -> None:
+        if self.add_dialog is None or not self.add_dialog.isVisible():
+            self.add_dialog = AddClusterDialog(self._controller, self)
+        bring_to_front(self.add_dialog)
+
+    def show_settings(self) -> None:
+        if self.settings_dialog is None or not self.settings_dialog.isVisible():
+            self.settings_dialog = SettingsDialog(self._controller, self)
+        bring_to_front(self.settings_dialog)
 
     def copy_kubectl_line(self) -> None:
         context = self._context_of(self._selected())

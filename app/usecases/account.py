@@ -74,6 +74,24 @@ class Account:
         tokens = logins.token(st, conv, explicit=True, relogin=force, settings=settings)
         return LoggedIn.of(st, tokens)
 
+    def register(self, args: Sequence[str]) -> str:
+        """Make the identity kubetray-exec ``args`` name known (as a written kubeconfig user
+        will at kubectl's first call), without logging in; its name."""
+        st = self._broker.identity(options.resolve(list(args)))
+        if st.identity.kind != OIDC:
+            raise AppError(f"{st.identity.name} is a stored credential: nothing to log in to")
+        return st.identity.name
+
+    def can_pick_account(self, name: str) -> bool | None:
+        """Whether the provider of ``name`` lets the person pick another account at login
+        (``prompt=select_account`` in its discovery); None when it cannot be asked."""
+        st = self._find(name)
+        try:
+            metadata = self._oidc().client(st).metadata()
+        except AppError:
+            return None
+        return "select_account" in metadata.prompt_values_supported
+
     def switch_account(self, name: str, conv: Conversation) -> LoggedIn:
         """Log in again, letting the person pick another account where the provider can."""
         st = self._find(name)

@@ -56,8 +56,10 @@ def test_add_cluster_probes_and_writes_a_kubeconfig_kubectl_uses(
         with qtbot.wait_signal(controller.probed, timeout=10000):
             dialog.probe_button.click()
         found = dialog.found.text()
-        assert "✔ PKCE (S256)" in found and "✔ device code login" in found
-        assert "✔ refresh tokens" in found and "✔ token revocation" in found
+        assert "✔ secure browser login (PKCE)" in found
+        assert "✔ login with a code on another device" in found
+        assert "✔ staying signed in (refresh tokens)" in found
+        assert "✔ cancelling tokens on log out" in found
         with qtbot.wait_signal(controller.cluster_added, timeout=10000):
             dialog.buttons.accepted.emit()
         doc = yaml.safe_load(config.read_text())

@@ -130,16 +130,16 @@ def test_contexts_of_every_file_grouped_by_identity(qtbot, view: TrayApp, world)
     # Identities in bold rows, their contexts under them with their clusters, from both files.
     team = names.index("team")
     assert names[team + 1] == "  dev" and rows[team + 1][4] == "lab"
-    assert rows[team][2] == "needs login"
+    assert rows[team][2] == "signed out"
     ops = names.index("ops")
-    assert rows[ops][1] == "CN=ops" and rows[ops][2] == "ready"
+    assert rows[ops][1] == "CN=ops" and rows[ops][2] == "signed in"
     assert rows[ops][3].startswith("2h 59m left")
     assert [r[0] for r in rows[ops + 1 : ops + 3]] == ["  prod-eu", "  prod-us"]
     assert [r[4] for r in rows[ops + 1 : ops + 3]] == ["eu-1", "us-1"]
     # A context kubetray does not sign in is listed too, under its own heading.
     other = names.index(OTHER)
     assert names[other + 1] == "  lab-admin" and rows[other + 1][1] == "user admin"
-    assert "2</b> identities, <b>4</b> kubeconfig contexts" in window.summary.text()
+    assert window.summary.text() == "2 identities, 4 kubeconfig contexts"
     assert not window.search.isVisible()  # few rows: no search field
 
 
