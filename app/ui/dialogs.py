@@ -240,7 +240,7 @@ class AddClusterDialog(QDialog):
     def probe(self) -> None:
         problem = self._controller.issuer_problem(self.issuer.text())
         if problem:
-            self.found.setText(f"<b>{html.escape(problem)}</b>")
+            self.found.setText(f"<b>{html.escape(problem, quote=False)}</b>")
             self.issuer.setFocus()
             return
         self.found.setText("Asking the provider…")
@@ -293,7 +293,7 @@ class AddClusterDialog(QDialog):
             self._controller.issuer_problem(self.issuer.text())
         )
         if problem:
-            self.found.setText(f"<b>{html.escape(problem)}</b>")
+            self.found.setText(f"<b>{html.escape(problem, quote=False)}</b>")
             return
         ok, ca_data = self._read_b64(self.ca_file, "cluster CA")
         ok2, provider_ca = self._read_b64(self.provider_ca, "provider CA")

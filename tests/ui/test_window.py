@@ -243,3 +243,157 @@ def test_log_in_from_the_window_starts_a_login(
         finally:
             view.shutdown()
             qtbot.wait(50)
+
+
+# -- issue 24: the window as a person uses it ------------------------------------------------
+
+
+def test_a_minimized_window_comes_back(qtbot, view: TrayApp) -> None:  # type: ignore[no-untyped-def]
+    view.show_main_window()
+    window = view.main_window
+    assert window is not None
+    window.showMinimized()
+    assert window.isMinimized()
+    view.bring_forward()  # a second `kubetray`, or the tray's left click
+    assert not window.isMinimized() and window.isVisible()
+    window.showMinimized()
+    view.tray.activated.emit(QSystemTrayIcon.ActivationReason.Trigger)  # type: ignore[union-attr]
+    assert not window.isMinimized() and window.isVisible()
+
+
+def test_first_row_selected_hint_icon_and_plurals(qtbot, view: TrayApp) -> None:  # type: ignore[no-untyped-def]
+    view.show_main_window()
+    window = view.main_window
+    assert window is not None
+    assert window.tree.selectedItems()[0].text(0) == window.rows()[0][0] == "team"
+    assert window.summary.text() == "1 identity, 4 kubeconfig contexts"
+    # The selected row says what to do, and the buttons do it.
+    assert "is signed out: click <b>Log in</b>" in window.detail.text()
+    assert window.login_button.isEnabled() and window.remove_button.isEnabled()
+    window.select(OTHER)
+    assert "do not use kubetray" in window.detail.text()
+    assert not window.windowIcon().isNull()
+    for button in (window.add_button, window.settings_button, window.diagnostics_button):
+        assert button.isVisible() and button.isEnabled()
+    # Remove is in the second row, at the far end: not next to Switch account.
+    assert window.remove_button.parentWidget() is window
+    assert window.remove_button.y() > window.switch_button.y()
+
+
+def test_add_cluster_and_settings_open_from_the_window(qtbot, view: TrayApp) -> None:  # type: ignore[no-untyped-def]
+    view.show_main_window()
+    window = view.main_window
+    assert window is not None
+    window.add_button.click()
+    assert window.add_dialog is not None and window.add_dialog.isVisible()
+    window.add_dialog.reject()
+    window.settings_button.click()
+    assert window.settings_dialog is not None and window.settings_dialog.isVisible()
+    window.settings_dialog.reject()
+
+
+def test_a_failed_login_says_why_in_its_row(qtbot, view: TrayApp) -> None:  # type: ignore[no-untyped-def]
+    view.show_main_window()
+    window = view.main_window
+    assert window is not None
+    with qtbot.wait_signal(view.controller.finished_login, timeout=15000):
+        view.controller.log_in("team")  # idp.invalid: no such host
+    view.refresh()
+    row = next(r for r in window.rows() if r[0] == "team")
+    assert row[2].startswith("login failed: ") and "idp.invalid" in row[2]
+    window.select("team")
+    assert "idp.invalid" in window.detail.text()
+
+
+def test_remove_asks_first(qtbot, view: TrayApp) -> None:  # type: ignore[no-untyped-def]
+    from tests.ui.modal import when_modal
+
+    view.show_main_window()
+    window = view.main_window
+    assert window is not None
+    window.select("team")
+    asked: list[str] = []
+
+    def cancel(box) -> None:  # type: ignore[no-untyped-def]
+        asked.append(box.text() + " " + box.informativeText())
+        box.reject()
+
+    when_modal(cancel)
+    window.remove_button.click()
+    assert asked and "Remove team from kubetray?" in asked[0] and "contexts stay" in asked[0]
+    assert "team" in [i.name for i in view.controller.identities()]  # cancelled: still there
+
+    def remove(box) -> None:  # type: ignore[no-untyped-def]
+        next(b for b in box.buttons() if b.text() == "Remove").click()
+
+    when_modal(remove)
+    window.remove_button.click()
+    qtbot.wait_until(lambda: "team" not in [i.name for i in view.controller.identities()])
+
+
+def test_switch_account_asks_when_the_provider_cannot_offer_another(
+    qtbot, world, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    from tests import failing
+    from tests.ui.modal import when_modal
+
+    with failing.json_server(200, failing.DISCOVERY) as issuer:  # no prompt_values_supported
+        view = make_view(qtbot, world, tmp_path, monkeypatch, issuer)
+        try:
+            view.show_main_window()
+            window = view.main_window
+            assert window is not None
+            window.select("team")
+            asked: list[str] = []
+
+            def cancel(box) -> None:  # type: ignore[no-untyped-def]
+                asked.append(box.text() + " " + box.informativeText())
+                box.reject()
+
+            when_modal(cancel)
+            with qtbot.wait_signal(view.controller.switch_checked, timeout=10000):
+                window.switch_button.click()
+            qtbot.wait_until(lambda: bool(asked), timeout=5000)
+            assert "cannot offer to pick another account" in asked[0]
+            assert "log out at the provider's page" in asked[0].lower()
+            assert not view.controller.logging_in("team")  # nothing started behind the question
+        finally:
+            view.shutdown()
+            qtbot.wait(50)
+
+
+def test_a_login_in_progress_can_be_finished_or_cancelled_from_the_window(
+    qtbot, world, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    opened: list[str] = []
+    monkeypatch.setattr(
+        "app.ui.window.QDesktopServices.openUrl", lambda url: opened.append(url.toString())
+    )
+    with run_idp() as idp:
+        view = make_view(qtbot, world, tmp_path, monkeypatch, idp.issuer)
+        try:
+            view.show_main_window()
+            window = view.main_window
+            assert window is not None
+            window.select("team")
+            with qtbot.wait_signal(view.controller.device_code, timeout=15000):
+                window.login_button.click()
+            qtbot.wait_until(lambda: window.cancel_button.isVisible(), timeout=3000)
+            link = view.controller.login_link("team")
+            assert link
+            assert not window.login_button.isVisible()
+            for button in (window.cancel_button, window.open_button, window.copy_link_button):
+                assert button.isEnabled(), button.text()
+            assert link in window.detail.text()
+            window.copy_link_button.click()
+            assert QGuiApplication.clipboard().text() == link
+            window.open_button.click()
+            assert opened == [link]
+            with qtbot.wait_signal(view.controller.finished_login, timeout=10000):
+                window.cancel_button.click()
+            view.refresh()
+            qtbot.wait_until(lambda: window.login_button.isVisible(), timeout=3000)
+            assert window.login_button.isEnabled() and not window.cancel_button.isVisible()
+        finally:
+            view.shutdown()
+            qtbot.wait(50)
