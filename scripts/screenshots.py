@@ -12,7 +12,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from app.ui.controller import TrayController
+    from app.ui.tray import TrayApp
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "docs" / "screenshots"
@@ -79,7 +85,6 @@ def shoot(work: Path) -> int:
     from app.static_credentials import certificate_credential
     from app.store.memory_store import MemorySecretStore
     from app.ui.controller import TrayController
-    from app.ui.dialogs import AddClusterDialog
     from app.ui.tray import TrayApp
     from exec_helper.dev_launcher import write_launcher
     from tests.idp import run_idp
@@ -202,10 +207,7 @@ def shoot(work: Path) -> int:
         view.diagnostics.table.selectRow(0)  # its detail pane, below the table
         settle()
         view.diagnostics.grab().save(str(OUT / "diagnostics.png"))
-        view.show_main_window()
-        settle()
-        assert view.main_window is not None
-        view.main_window.grab().save(str(OUT / "main-window.png"))
+        shoot_main_window(view, settle)
         # An SSH host's first request, as the desktop asks about it.
         from app.model import Decision, Question
 
@@ -214,20 +216,55 @@ def shoot(work: Path) -> int:
         settle()
         view.consent_dialogs["devvm"].grab().save(str(OUT / "ssh-consent.png"))
         question.answer(Decision.DENY)
-        dialog = AddClusterDialog(controller)
-        dialog.context.setText("staging")
-        dialog.server.setText("https://api.staging.example:6443")
-        dialog.issuer.setText(idp.issuer)
-        dialog.client_id.setText("kubectl")
-        dialog.show()
-        dialog.probe()
-        settle(1.5)
-        dialog.grab().save(str(OUT / "add-cluster.png"))
+        shoot_add_cluster(controller, idp.issuer, settle)
+        shoot_login_dialog(controller, settle)
     view.shutdown()
     parts.server.shutdown()
     parts.stop()
     print(f"wrote {sorted(p.name for p in OUT.iterdir())}")
     return 0
+
+
+# -- the main window and its dialogs -----------------------------------------------------------
+
+
+def shoot_main_window(view: "TrayApp", settle: "Callable[[float], None]") -> None:
+    """The main window as it opens: the first row selected, the line saying what to do."""
+    view.show_main_window()
+    settle(0.6)
+    assert view.main_window is not None
+    view.main_window.grab().save(str(OUT / "main-window.png"))
+
+
+def shoot_add_cluster(
+    controller: "TrayController", issuer: str, settle: "Callable[[float], None]"
+) -> None:
+    """Add cluster after Check provider: what the provider offers, in plain words."""
+    from app.ui.dialogs import AddClusterDialog
+
+    dialog = AddClusterDialog(controller)
+    dialog.context.setText("staging")
+    dialog.server.setText("https://api.staging.example:6443")
+    dialog.issuer.setText(issuer)
+    dialog.client_id.setText("kubectl")
+    dialog.show()
+    dialog.probe()
+    settle(1.5)
+    dialog.grab().save(str(OUT / "add-cluster.png"))
+    dialog.close()
+
+
+def shoot_login_dialog(controller: "TrayController", settle: "Callable[[float], None]") -> None:
+    """A password login's one dialog: username and password, whose login, who asked."""
+    from app.ui.dialogs import LoginDialog
+
+    facts = controller.login_facts("alice")
+    dialog = LoginDialog(facts, "Username: ", False, with_password=True)
+    dialog.answer.setText("alice")
+    dialog.show()
+    settle(0.6)
+    dialog.grab().save(str(OUT / "login-dialog.png"))
+    dialog.close()
 
 
 if __name__ == "__main__":
