@@ -80,12 +80,15 @@ def test_names_are_unique_and_chosen_names_win(tmp_path: Path) -> None:
     assert c.identity.name == "prod-2"
     assert reg.oidc(c.settings, chosen="staging") is c and c.identity.name == "staging"
     assert reg.oidc(c.settings) is c and c.identity.name == "staging"  # the name sticks
+    # A second kubeconfig naming the same login otherwise does not rename it (issue 24).
+    assert reg.oidc(c.settings, chosen="team-b") is c and c.identity.name == "staging"
     assert unique_name("x", {"x", "x-2"}) == "x-3"
     # After a restart: the same identities, names and settings, from the index alone.
     again = Registry(str(tmp_path / "ids.json"), reserved=lambda: ["prod"])
     assert sorted(st.identity.name for st in again.known()) == ["k@idp", "staging", "u@idp"]
     assert again.find("staging") is not None
     assert again.find("staging").settings == c.settings  # type: ignore[union-attr]
+    assert again.oidc(c.settings, chosen="team-b").identity.name == "staging"  # still chosen
     again.remove(c.identity.key)
     assert Registry(str(tmp_path / "ids.json")).find("staging") is None
 
@@ -102,3 +105,25 @@ def test_index_of_the_first_round_is_read_in_todays_form(tmp_path: Path) -> None
     assert st.legacy_key == "oidc|https://idp/|kubectl|||"
     same = reg.oidc(settings("--oidc-issuer-url=https://idp", "--oidc-client-id=kubectl"))
     assert same is st
+
+
+def test_a_chosen_name_renames_the_records_of_calls_too(tmp_path: Path) -> None:
+    """Diagnostics shows the name a person chose for the calls made before they chose it."""
+    from datetime import UTC, datetime
+
+    from app.broker.broker import Broker
+    from app.model import Caller, CallRecord
+    from app.static_credentials import StoredCredentials
+    from app.store.memory_store import MemorySecretStore
+    from exec_helper.options import resolve
+
+    broker = Broker(
+        StoredCredentials(MemorySecretStore(), str(tmp_path / "s.json")),
+        Registry(str(tmp_path / "ids.json")),
+    )
+    args = ["--oidc-issuer-url=https://idp", "--oidc-client-id=k"]
+    first = broker.identity(resolve(args))
+    assert first.identity.name == "k@idp"
+    broker.record(CallRecord(datetime.now(UTC), "k@idp", None, Caller(pid=1), True, None, 1.0))
+    broker.identity(resolve([*args, "--name=team"]))
+    assert [r.identity for r in broker.calls()] == ["team"]
