@@ -165,6 +165,7 @@ class Registry:
             settings = asdict(st.settings)
             settings.pop("client_secret")
             settings.pop("password")
+            settings.pop("request_headers")  # their values may be keys too
             out[st.identity.key] = {"name": st.identity.name, "settings": settings}
         jsonfile.save(self._index_path, {"version": INDEX_VERSION, "identities": out})
 

@@ -123,7 +123,7 @@ class OIDCClient:
             tls: ssl.SSLContext = (
                 insecure_context() if s.insecure else ssl_context(s.ca_files, s.ca_data)
             )
-            self._http = Session(tls)
+            self._http = Session(tls, s.request_headers)
         return self._http
 
     def _session(self, **kwargs: Any) -> _OAuth2:
