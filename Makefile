@@ -14,6 +14,8 @@ system-deps: ## install the OS packages the tests use (apt; sudo when not root)
 	@scripts/install-system-deps
 
 NODE_DEPS := tests/oidc/node_modules/.installed
+# npm @kubernetes/client-node, one of the real clients tests/integration/test_consumer_matrix.py runs.
+CLIENT_DEPS := tests/clients/node_modules/.installed
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 # What Qt's xcb platform plugin needs on a minimal Debian (desktops have these already).
 XCB_LIBS := libxcb-icccm4 libxcb-keysyms1 libxcb-cursor0 libxkbcommon-x11-0 libxcb-image0 \
@@ -21,6 +23,10 @@ XCB_LIBS := libxcb-icccm4 libxcb-keysyms1 libxcb-cursor0 libxkbcommon-x11-0 libx
 
 $(NODE_DEPS): tests/oidc/package.json tests/oidc/package-lock.json
 	cd tests/oidc && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+$(CLIENT_DEPS): tests/clients/package.json tests/clients/package-lock.json
+	cd tests/clients && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
 RUNTIME := $(VENV)/.runtime
@@ -52,7 +58,7 @@ lint: install ## ruff and mypy (also for Windows and macOS)
 	$(BIN)/mypy --platform win32
 	$(BIN)/mypy --platform darwin
 
-test: system-deps install $(NODE_DEPS) lint ## everything: lint, then all tests against real peers
+test: system-deps install $(NODE_DEPS) $(CLIENT_DEPS) lint ## everything: lint, then all tests against real peers
 	scripts/with-keyring $(BIN)/pytest $(PYTEST_ARGS)
 
 # Left out: tests marked slow, keyring (asks for keyring_session), kubectl or sshd, and the

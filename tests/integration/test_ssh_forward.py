@@ -251,10 +251,11 @@ def processes(uid: int, arg: str) -> list[str]:
 
 
 def one_kubetray_line(stderr: str, needle: str) -> str:
-    """The one line of ``stderr`` that holds ``needle`` (kubectl adds its own lines around)."""
-    lines = [line for line in stderr.splitlines() if needle in line]
+    """The line of ``stderr`` that holds ``needle`` (kubectl adds its own lines around, and
+    says it again for each of its retries, which the agent answers from memory)."""
+    lines = {line for line in stderr.splitlines() if needle in line}
     assert len(lines) == 1, stderr
-    return lines[0]
+    return lines.pop()
 
 
 # -- the rig ---------------------------------------------------------------------------------

@@ -48,7 +48,8 @@ def test_names() -> None:
 def test_certificates() -> None:
     ca = CA()
     user = ca.issue("alice", org="devs")
-    cred = certificate_credential("n", user.cert_pem + ca.cert_pem, user.key_pem, "c", "k", NOW)
+    now = datetime.now(UTC)  # the test's moment: collection may have taken minutes
+    cred = certificate_credential("n", user.cert_pem + ca.cert_pem, user.key_pem, "c", "k", now)
     assert cred.certificate_pem is not None and cred.certificate_pem.startswith(
         user.cert_pem.decode()
     )
@@ -61,19 +62,19 @@ def test_certificates() -> None:
 
     other = ca.issue("bob")
     with pytest.raises(CredentialError, match="does not belong"):
-        certificate_credential("n", user.cert_pem, other.key_pem, "c", "k", NOW)
-    old = ca.issue("old", not_before=NOW - timedelta(days=3), lifetime=timedelta(days=1))
+        certificate_credential("n", user.cert_pem, other.key_pem, "c", "k", now)
+    old = ca.issue("old", not_before=now - timedelta(days=3), lifetime=timedelta(days=1))
     with pytest.raises(CredentialError, match="expired at"):
-        certificate_credential("n", old.cert_pem, old.key_pem, "c", "k", NOW)
+        certificate_credential("n", old.cert_pem, old.key_pem, "c", "k", now)
     locked = user.key.private_bytes(
         serialization.Encoding.PEM,
         serialization.PrivateFormat.PKCS8,
         serialization.BestAvailableEncryption(b"pw"),
     )
     with pytest.raises(CredentialError, match="is encrypted"):
-        certificate_credential("n", user.cert_pem, locked, "c", "k", NOW)
+        certificate_credential("n", user.cert_pem, locked, "c", "k", now)
     with pytest.raises(CredentialError, match="no PEM certificate"):
-        certificate_credential("n", b"nope", user.key_pem, "c", "k", NOW)
+        certificate_credential("n", b"nope", user.key_pem, "c", "k", now)
 
 
 def test_a_jwts_lifetime_is_known() -> None:
@@ -89,10 +90,11 @@ def test_a_jwts_lifetime_is_known() -> None:
 
 
 def test_a_certificate_not_valid_yet_is_refused_with_its_start() -> None:
+    now = datetime.now(UTC)  # the test's moment: collection may have taken minutes
     ca = CA()
-    later = ca.issue("alice", not_before=NOW + timedelta(hours=2))
+    later = ca.issue("alice", not_before=now + timedelta(hours=2))
     with pytest.raises(CredentialError) as e:
-        certificate_credential("n", later.cert_pem, later.key_pem, "cert.pem", "k", NOW)
+        certificate_credential("n", later.cert_pem, later.key_pem, "cert.pem", "k", now)
     start = later.cert.not_valid_before_utc
     assert (
         e.value.message
