@@ -170,6 +170,7 @@ class Registry:
             settings = asdict(st.settings)
             settings.pop("client_secret")
             settings.pop("password")
+            settings.pop("request_headers")  # their values may be keys too
             out[st.identity.key] = {
                 "name": st.identity.name,
                 "settings": settings,
