@@ -162,6 +162,19 @@ class TrayController(QObject):
         if self.settings.notify_failures:
             self.notify.emit("browser", name, f"The browser did not open for {name}", text)
 
+    def login_stage(self, name: str) -> str:
+        """Where the login in flight for ``name`` stands, in a few words (the tray's line)."""
+        login = self._in_flight(name)
+        if login is None:
+            return "logging in"
+        if login.device:
+            return f"enter code {login.device[0]}"
+        if login.browser_error:
+            return "the browser did not open"
+        if login.url:
+            return "waiting for browser"
+        return "logging in"
+
     def login_link(self, name: str) -> str | None:
         """Where the person logs in for the login in flight: the page or the device URL."""
         login = self._in_flight(name)

@@ -3,6 +3,7 @@ what the controller reports and forwards clicks."""
 
 from functools import partial
 from typing import Any
+from urllib.parse import urlsplit
 
 from PySide6.QtCore import QObject, QTimer, QUrl
 from PySide6.QtGui import QAction, QDesktopServices
@@ -30,6 +31,20 @@ def dispose(obj: QObject) -> None:
     if isinstance(obj, QWidget):
         obj.close()
     Shiboken.delete(obj)
+
+
+MENU_TEXT = 60
+"""The longest text in the menu: a login URL once made it as wide as the screen."""
+
+
+def menu_text(text: str, limit: int = MENU_TEXT) -> str:
+    """``text`` for a QAction: one line, at most ``limit`` characters (the middle elided), and
+    ``&`` doubled so that Qt shows it instead of making the next letter a shortcut."""
+    text = " ".join(text.split())
+    if len(text) > limit:
+        head = (limit - 1) // 2
+        text = text[:head] + "…" + text[len(text) - (limit - 1 - head) :]
+    return text.replace("&", "&&")
 
 
 def open_link(url: str) -> None:
@@ -75,6 +90,9 @@ class TrayApp(QObject):
         self._progress: dict[str, str] = {}
         self._signature: object = None
         self._info: dict[str, QAction] = {}
+        """Each identity's line in the menu (its submenu is ``.menu()``)."""
+        self._submenus: list[QMenu] = []
+        self._old_submenus: list[QMenu] = []
         self._clicked_login: str | None = None
         self._closed = False
         controller.changed.connect(self.refresh)
@@ -127,8 +145,9 @@ class TrayApp(QObject):
             self._build_menu(identities)
         for ident in identities:
             action = self._info.get(ident.name)
-            if action is not None:
-                action.setText(self._line(ident, now))
+            line = self._line(ident, now)
+            if action is not None and action.text() != line:
+                action.setText(line)
 
     def _tooltip(self, identities: list[IdentityStatus], now: Any) -> str:
         if not identities:
@@ -138,18 +157,25 @@ class TrayApp(QObject):
         )
 
     def _line(self, ident: IdentityStatus, now: Any) -> str:
-        parts = [who(ident) or ident.kind, str(ident.state)]
+        """The identity's one line in the menu: its name and a short state."""
+        return menu_text(f"{ident.name}  ·  {self._short_state(ident, now)}")
+
+    def _short_state(self, ident: IdentityStatus, now: Any) -> str:
+        if ident.state is State.LOGGING_IN:
+            return self.controller.login_stage(ident.name)
         left = time_left(ident.expires, now)
-        if left:
-            parts.append(left)
-        progress = self._progress.get(ident.name)
-        if ident.state is State.LOGGING_IN and progress:
-            parts.append(progress)
-        return "  ·  ".join(p for p in parts if p)
+        if ident.state in (State.READY, State.EXPIRING) and left:
+            return f"{ident.state}  ·  {left}"
+        return str(ident.state)
 
     def _build_menu(self, identities: list[IdentityStatus]) -> None:
         menu, c = self.menu, self.controller
         menu.clear()
+        # Submenus of the last build go at the next one: one of their actions may be running.
+        for old in self._old_submenus:
+            dispose(old)
+        self._old_submenus = self._submenus
+        self._submenus = []
         self._info.clear()
         now = c.clock()
         menu.addAction("Open kubetray", self.show_main_window)
@@ -157,43 +183,71 @@ class TrayApp(QObject):
         if not identities:
             menu.addAction("No identities yet: add a cluster, or run kubectl").setEnabled(False)
         for ident in identities:
-            name = ident.name
-            menu.addSection(name)
-            info = menu.addAction(self._line(ident, now))
-            info.setEnabled(False)
-            self._info[name] = info
-            if ident.kind != OIDC:
-                continue
-            if ident.state is State.LOGGING_IN:
-                link = c.login_link(name)
-                if link:
-                    menu.addAction("Open login page", partial(open_link, link))
-                    menu.addAction("Copy link", partial(copy_link, link))
-                menu.addAction("Cancel login", partial(c.cancel, name))
-            elif ident.state in (State.NEEDS_LOGIN, State.EXPIRED, State.ERROR):
-                menu.addAction("Log in", partial(c.log_in, name))
-            else:
-                menu.addAction("Log out", partial(c.log_out, name))
-                menu.addAction("Switch account", partial(c.switch_account, name))
-            menu.addAction("Remove identity", partial(self._remove, name))
+            sub = QMenu(self._line(ident, now))
+            self._submenus.append(sub)
+            self._fill_identity_menu(sub, ident, now)
+            self._info[ident.name] = menu.addMenu(sub)
         if c.store_notice:
             menu.addSeparator()
-            menu.addAction(c.store_notice[:1].upper() + c.store_notice[1:]).setEnabled(False)
+            notice = c.store_notice[:1].upper() + c.store_notice[1:]
+            entry = menu.addAction(menu_text(notice))
+            entry.setEnabled(False)
+            entry.setToolTip(notice)
         menu.addSeparator()
-        menu.addAction("Log in to all", c.log_in_to_all)
+        if len(c.logins.stale(now)) > 1:
+            menu.addAction("Log in to all", c.log_in_to_all)
         menu.addAction("Add cluster…", self.add_cluster)
-        menu.addAction("Diagnostics", self.show_diagnostics)
         menu.addAction("Settings", self.show_settings)
+        menu.addAction("Diagnostics", self.show_diagnostics)
         menu.addSeparator()
         menu.addAction("Quit kubetray", QApplication.quit)
 
-    def action_texts(self) -> list[str]:
-        """The menu as text (sections included), for tests and screen readers."""
-        return [a.text() for a in self.menu.actions() if a.text()]
+    def _fill_identity_menu(self, sub: QMenu, ident: IdentityStatus, now: Any) -> None:
+        """One identity's actions; its first line says who it is (disabled, for reading)."""
+        name, c = ident.name, self.controller
+        issuer = urlsplit(ident.issuer).netloc if ident.issuer else ""
+        detail = [who(ident) or issuer or ident.kind]
+        left = time_left(ident.expires, now)
+        if left:
+            detail.append(left)
+        sub.addAction(menu_text("  ·  ".join(detail))).setEnabled(False)
+        sub.addSeparator()
+        if ident.kind == OIDC:
+            if ident.state is State.LOGGING_IN:
+                link = c.login_link(name)
+                if link:
+                    sub.addAction("Open login page", partial(open_link, link))
+                    sub.addAction("Copy link", partial(copy_link, link))
+                sub.addAction("Cancel login", partial(c.cancel, name))
+            elif ident.state in (State.NEEDS_LOGIN, State.EXPIRED, State.ERROR):
+                sub.addAction("Log in", partial(c.log_in, name))
+            else:
+                sub.addAction("Log out", partial(c.log_out, name))
+                sub.addAction("Switch account", partial(c.switch_account, name))
+        sub.addSeparator()
+        sub.addAction("Remove identity", partial(self._remove, name))
 
-    def trigger(self, text: str) -> None:
-        """Click the menu entry ``text`` (its first occurrence after the identity, if any)."""
-        for action in self.menu.actions():
+    def _actions(self, menu: QMenu | None = None) -> list[QAction]:
+        """Every action of the menu, each identity's submenu right after its line."""
+        out: list[QAction] = []
+        for action in (menu or self.menu).actions():
+            out.append(action)
+            if action.menu() is not None:
+                out.extend(self._actions(action.menu()))
+        return out
+
+    def action_texts(self, deep: bool = True) -> list[str]:
+        """The menu as it reads (``&&`` shows as ``&``), submenus too unless not ``deep``; for
+        tests and screen readers."""
+        actions = self._actions() if deep else self.menu.actions()
+        return [a.text().replace("&&", "&") for a in actions if a.text()]
+
+    def trigger(self, text: str, identity: str | None = None) -> None:
+        """Click the menu entry ``text`` (in ``identity``'s submenu, if given)."""
+        scope = self.menu
+        if identity is not None:
+            scope = self._info[identity].menu()
+        for action in self._actions(scope):
             if action.text() == text and action.isEnabled():
                 action.trigger()
                 return
@@ -313,6 +367,10 @@ class TrayApp(QObject):
         if self.tray is not None:
             self.tray.hide()
             dispose(self.tray)
+        for sub in (*self._submenus, *self._old_submenus):
+            dispose(sub)
+        self._submenus.clear()
+        self._old_submenus.clear()
         dispose(self.menu)
 
     def bring_forward(self) -> None:
