@@ -90,7 +90,8 @@ class TrayApp(QObject):
         self._progress: dict[str, str] = {}
         self._signature: object = None
         self._info: dict[str, QAction] = {}
-        """Each identity's line in the menu (its submenu is ``.menu()``)."""
+        """Each identity's line in the menu."""
+        self.identity_menus: dict[str, QMenu] = {}
         self._submenus: list[QMenu] = []
         self._old_submenus: list[QMenu] = []
         self._clicked_login: str | None = None
@@ -177,6 +178,7 @@ class TrayApp(QObject):
         self._old_submenus = self._submenus
         self._submenus = []
         self._info.clear()
+        self.identity_menus.clear()
         now = c.clock()
         menu.addAction("Open kubetray", self.show_main_window)
         menu.addSeparator()
@@ -185,6 +187,7 @@ class TrayApp(QObject):
         for ident in identities:
             sub = QMenu(self._line(ident, now))
             self._submenus.append(sub)
+            self.identity_menus[ident.name] = sub
             self._fill_identity_menu(sub, ident, now)
             self._info[ident.name] = menu.addMenu(sub)
         if c.store_notice:
@@ -232,8 +235,9 @@ class TrayApp(QObject):
         out: list[QAction] = []
         for action in (menu or self.menu).actions():
             out.append(action)
-            if action.menu() is not None:
-                out.extend(self._actions(action.menu()))
+            sub = action.menu()
+            if isinstance(sub, QMenu):
+                out.extend(self._actions(sub))
         return out
 
     def action_texts(self, deep: bool = True) -> list[str]:
@@ -246,7 +250,7 @@ class TrayApp(QObject):
         """Click the menu entry ``text`` (in ``identity``'s submenu, if given)."""
         scope = self.menu
         if identity is not None:
-            scope = self._info[identity].menu()
+            scope = self.identity_menus[identity]
         for action in self._actions(scope):
             if action.text() == text and action.isEnabled():
                 action.trigger()

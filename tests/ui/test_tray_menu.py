@@ -39,7 +39,7 @@ def view(qtbot, core: Core) -> Iterator[TrayApp]:  # type: ignore[no-untyped-def
 
 
 def every_menu(menu: QMenu) -> list[QMenu]:
-    subs = [a.menu() for a in menu.actions() if a.menu() is not None]
+    subs = [sub for a in menu.actions() if isinstance(sub := a.menu(), QMenu)]
     return [menu, *(m for sub in subs for m in every_menu(sub))]
 
 
@@ -72,7 +72,7 @@ def test_a_browser_login_with_a_long_url_keeps_the_menu_narrow(qtbot, view: Tray
         )
         assert {"Open login page", "Copy link", "Cancel login"} <= set(view.action_texts())
         view.menu.popup(QPoint(0, 0))
-        view._info[name].menu().popup(QPoint(0, 0))
+        view.identity_menus[name].popup(QPoint(0, 0))
         qtbot.wait(100)
         for menu in every_menu(view.menu):
             for action in menu.actions():
@@ -106,7 +106,7 @@ def test_four_identities_make_a_short_menu(qtbot, view: TrayApp, core) -> None: 
         "Quit kubetray",
     ]
     assert len(view.menu.actions()) <= 13  # with the separators; it was 23
-    sub = view._info["prod"].menu()
+    sub = view.identity_menus["prod"]
     assert [a.text() for a in sub.actions() if a.text()] == [
         "prod.idp.invalid",
         "Log in",
