@@ -11,6 +11,7 @@ from PySide6.QtWidgets import QApplication
 from app import compose, lifecycle
 from app.broker.broker import utcnow
 from app.settings import Settings
+from app.ui import icons
 from app.ui.controller import TrayController
 from app.ui.tray import TrayApp
 
@@ -35,6 +36,8 @@ def run(tray: bool | None = None, store: str | None = None) -> int:
     app = QApplication.instance() or QApplication(sys.argv)
     assert isinstance(app, QApplication)
     app.setApplicationName("kubetray")
+    app.setDesktopFileName("kubetray")  # Wayland and the notification daemons find the entry
+    app.setWindowIcon(icons.app_icon())
     app.setQuitOnLastWindowClosed(False)
     settings = Settings.load()
     parts = compose.agent(

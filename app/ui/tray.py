@@ -33,6 +33,16 @@ def dispose(obj: QObject) -> None:
     Shiboken.delete(obj)
 
 
+NOTIFICATION_ACTIONS: dict[str, tuple[tuple[str, str], ...]] = {
+    "login": (("login", "Log in"),),
+    "expiring": (("login", "Log in"),),
+    "failure": (("login", "Log in"),),
+    "refresh": (("login", "Log in"),),
+    "browser": (("open", "Open login page"), ("copy", "Copy link")),
+    "waiting": (("open", "Open login page"), ("copy", "Copy link")),
+}
+"""The buttons of each kind of notification, by key (see _notification_action)."""
+
 MENU_TEXT = 60
 """The longest text in the menu: a login URL once made it as wide as the screen."""
 
@@ -299,11 +309,15 @@ class TrayApp(QObject):
         if self._closed:  # queued by a login thread before Quit; the tray is gone
             return
         self.notifications.append((kind, title, text))
-        if kind == "login":
-            self._clicked_login = name
-        actions = (("login", "Log in"),) if kind in ("login", "expiring", "failure") else ()
+        # A click on Qt's message (no buttons there) starts the login it asks for.
+        self._clicked_login = (
+            name if ("login", "Log in") in NOTIFICATION_ACTIONS.get(kind, ()) else None
+        )
+        actions = NOTIFICATION_ACTIONS.get(kind, ())
         if self.desktop_notifications.notify(name, title, text, actions):
             return  # the desktop's own service shows it (history, do-not-disturb, actions)
+        if actions and actions[0][0] == "open":  # Qt's message has no buttons: say where
+            text = f"{text} (Open login page and Copy link are in kubetray's menu.)"
         if self.tray is not None:
             self.tray.showMessage(title, text, icons.state_icon(self.state))
         elif self.status_window is not None:
@@ -315,6 +329,10 @@ class TrayApp(QObject):
     def _notification_action(self, name: str, key: str) -> None:
         if key == "login":
             self.controller.log_in(name)
+        elif key in ("open", "copy"):
+            link = self.controller.login_link(name)
+            if link:
+                (open_link if key == "open" else copy_link)(link)
         elif key == "default":  # a click on the notification itself
             self.show_main_window()
 
