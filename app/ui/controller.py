@@ -126,7 +126,7 @@ class TrayController(QObject):
         self._asked: set[str] = set()
         """Logins the person started in the app (any thread; the others are kubectl's)."""
         self._by_kubectl: dict[str, bool] = {}
-        self._logins: dict[str, Login] = {}
+        self._started_logins: dict[str, Login] = {}
         self._waiting_untold: set[str] = set()
         self._required_told: set[str] = set()
         self._cancelled_by_person: set[str] = set()
@@ -155,12 +155,12 @@ class TrayController(QObject):
 
     def login_started(self, login: Login) -> None:
         self._by_kubectl[login.name] = login.name not in self._asked
-        self._logins[login.name] = login
+        self._started_logins[login.name] = login
         login.join(DesktopConversation(self, login.name, login.origin))
         self.started_login.emit(login.name)
 
     def login_finished(self, name: str, error: AppError | None) -> None:
-        login = self._logins.pop(name, None)
+        login = self._started_logins.pop(name, None)
         cancelled = login is not None and login.cancelled.is_set()  # by a person, or by Quit
         self.finished_login.emit(name, error.one_line() if error else "")
         self._ended.emit(name, error.one_line() if error else "", cancelled)
