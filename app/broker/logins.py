@@ -28,7 +28,7 @@ from app.broker.registry import Entry, Registry
 from app.errors import AppError, SecretLost
 from app.model import Identity
 from app.oidc.browser import Browser, remote_grant
-from app.oidc.errors import LoginError, RefreshFailed
+from app.oidc.errors import LoginError, RefreshFailed, RefreshRefused
 from app.oidc.settings import OIDCSettings
 from app.oidc.tokens import MIN_MARGIN, Revocation, TokenSet
 from app.store.secret_store import SecretStore
@@ -78,6 +78,8 @@ class LoginObserver(Protocol):
     def login_started(self, login: Login) -> None: ...
     def login_finished(self, name: str, error: AppError | None) -> None: ...
     def login_required(self, name: str, reason: str) -> None: ...
+    def refresh_failed(self, name: str, reason: str, final: bool) -> None:
+        """Refresh ahead failed; ``final``: the provider refused the grant, only a login helps."""
 
 
 def store_key(identity: Identity) -> str:
@@ -499,7 +501,10 @@ class Logins:
                     self._refresh(st, session)
             except AppError as e:
                 log.warning("refresh ahead of %s failed: %s", st.identity.name, e.message)
-                if tokens.expires_at > now:
+                final = isinstance(e, RefreshRefused)  # asking again every 30 s will not help
+                for observer in self.observers:
+                    observer.refresh_failed(st.identity.name, e.message, final)
+                if tokens.expires_at > now and not final:
                     self._schedule(st, session, now + RETRY_REFRESH)
 
 

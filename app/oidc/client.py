@@ -20,7 +20,7 @@ from authlib.oauth2.client import OAuth2Client
 
 from app.identity import normalize_issuer
 from app.oidc import explain
-from app.oidc.errors import LoginError, RefreshFailed
+from app.oidc.errors import LoginError, RefreshFailed, RefreshRefused
 from app.oidc.http import TIMEOUT, Session, TransportError, insecure_context, ssl_context
 from app.oidc.settings import Metadata, OIDCSettings
 from app.oidc.tokens import Revocation, TokenSet
@@ -97,7 +97,10 @@ def _token_error(e: OAuthError, grant: str, has_secret: bool) -> LoginError:
     elif e.error == "unauthorized_client":
         hint = f"the provider does not allow this client the {grant} grant"
     elif e.error == "invalid_grant" and grant == "refresh_token":
-        hint = "the refresh token was refused (expired or revoked): log in again"
+        return RefreshRefused(
+            f"the provider refused the {grant} token request ({_error_text(e)})",
+            "the refresh token was refused (expired or revoked): log in again",
+        )
     elif e.error == "invalid_grant" and grant == "authorization_code":
         hint = "check that the provider registered the redirect URI kubetray sent"
     return LoginError(f"the provider refused the {grant} token request ({_error_text(e)})", hint)

@@ -11,8 +11,9 @@ from PySide6.QtWidgets import QApplication
 from app import compose, lifecycle
 from app.broker.broker import utcnow
 from app.settings import Settings
+from app.ui import icons
 from app.ui.controller import TrayController
-from app.ui.tray import TrayApp
+from app.ui.tray import TrayApp, dispose
 
 log = logging.getLogger("kubetray.app")
 
@@ -35,6 +36,8 @@ def run(tray: bool | None = None, store: str | None = None) -> int:
     app = QApplication.instance() or QApplication(sys.argv)
     assert isinstance(app, QApplication)
     app.setApplicationName("kubetray")
+    app.setDesktopFileName("kubetray")  # Wayland and the notification daemons find the entry
+    app.setWindowIcon(icons.app_icon())
     app.setQuitOnLastWindowClosed(False)
     settings = Settings.load()
     parts = compose.agent(
@@ -70,8 +73,22 @@ def run(tray: bool | None = None, store: str | None = None) -> int:
     try:
         return app.exec()
     finally:
+        # Worker threads first: nothing may emit into an object that is about to go.
+        parts.service.on_show = None
+        parts.service.on_stop = None
         parts.server.shutdown()
         # Callers waiting for a login hear why it ended, instead of a dropped connection.
         lifecycle.end_logins(parts.logins, "quit")
+        pulse.stop()
+        # Then Qt's objects, in a fixed order, each through shiboken (see tray.dispose):
+        # windows and dialogs, the tray icon, the menu (view.shutdown), the bridge, the timer.
         view.shutdown()
         parts.stop()
+        for obj in (bridge, pulse, controller):
+            dispose(obj)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_DFL)
+        # Events queued by threads before they stopped reach nothing now; the QApplication
+        # goes last, here, rather than whenever the interpreter's finalisation gets to it.
+        app.processEvents()
+        app.shutdown()

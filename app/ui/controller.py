@@ -6,9 +6,11 @@ worker threads and report back through signals. Never touch a widget from here.
 """
 
 import contextlib
+import re
 import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from urllib.parse import urlsplit
 
 from PySide6.QtCore import QObject, Signal
 
@@ -23,6 +25,12 @@ PROMPT_TIMEOUT = 300.0
 DIALOG_CA_HINT = (
     "choose the CA certificate that signed the provider's certificate as Provider CA file"
 )
+
+
+def _browser_why(error: str) -> str:
+    """Why the browser did not open, from Login.browser_error, as a short sentence (or "")."""
+    found = re.match(r"The browser did not open \((.{1,80}?)\)\. ", error)
+    return f" ({found.group(1)})" if found else ""
 
 
 class _Answer:
@@ -97,6 +105,8 @@ class TrayController(QObject):
     probed = Signal(object)  # Metadata or AppError
     cluster_added = Signal(object)  # setup_cluster.Done or AppError
     consent_asked = Signal(object)  # consent.Question: an SSH host's first request
+    _ended = Signal(str, str, bool)  # name, error, cancelled (by a person or by Quit)
+    _refresh_refused = Signal(str, str)  # name, why
 
     def __init__(self, core: Core, settings: Settings, clock: Callable[[], datetime]) -> None:
         super().__init__()
@@ -113,9 +123,21 @@ class TrayController(QObject):
         logins.observers.append(self)
         if broker.consent is not None:
             broker.consent.ask = self.consent_asked.emit  # the person decides about SSH hosts
-        self.finished_login.connect(self._on_finished)
+        self._asked: set[str] = set()
+        """Logins the person started in the app (any thread; the others are kubectl's)."""
+        self._by_kubectl: dict[str, bool] = {}
+        self._started_logins: dict[str, Login] = {}
+        self._waiting_untold: set[str] = set()
+        self._required_told: set[str] = set()
+        self._cancelled_by_person: set[str] = set()
+        self._refresh_told: set[str] = set()
+        self.started_login.connect(self._on_started)
+        self._ended.connect(self._on_finished)
         self.needs_login.connect(self._on_required)
         self.progress.connect(self._on_progress)
+        self.device_code.connect(self._on_device_code)
+        self.prompt.connect(self._on_prompt)  # before the view's: it opens a modal dialog
+        self._refresh_refused.connect(self._on_refresh_refused)
 
     def apply_settings(self) -> None:
         """Make the settings take effect (after loading, and after the Settings window)."""
@@ -132,20 +154,40 @@ class TrayController(QObject):
     # -- LoginObserver (worker threads) -------------------------------------------------------
 
     def login_started(self, login: Login) -> None:
+        self._by_kubectl[login.name] = login.name not in self._asked
+        self._started_logins[login.name] = login
         login.join(DesktopConversation(self, login.name, login.origin))
         self.started_login.emit(login.name)
 
     def login_finished(self, name: str, error: AppError | None) -> None:
+        login = self._started_logins.pop(name, None)
+        cancelled = login is not None and login.cancelled.is_set()  # by a person, or by Quit
         self.finished_login.emit(name, error.one_line() if error else "")
+        self._ended.emit(name, error.one_line() if error else "", cancelled)
 
     def login_required(self, name: str, reason: str) -> None:
         self.needs_login.emit(name, reason)
 
-    # -- notifications (GUI thread) -----------------------------------------------------------
+    def refresh_failed(self, name: str, reason: str, final: bool) -> None:
+        if final:
+            self._refresh_refused.emit(name, reason)
 
-    def _on_finished(self, name: str, error: str) -> None:
+    # -- notifications (GUI thread): one per event, none for what the person did -------------
+
+    def _on_started(self, name: str) -> None:
+        self._required_told.discard(name)
+        self._cancelled_by_person.discard(name)
+        if self._by_kubectl.get(name):
+            self._waiting_untold.add(name)  # said once, when it is clear how to log in
+
+    def _on_finished(self, name: str, error: str, cancelled: bool) -> None:
         self.changed.emit()
-        if error and self.settings.notify_failures:
+        self._waiting_untold.discard(name)
+        if cancelled:
+            self._cancelled_by_person.add(name)  # kubectl's retries hear it; the person knows
+        elif not error:
+            self._refresh_told.discard(name)
+        elif self.settings.notify_failures:
             self.notify.emit("failure", name, f"Login to {name} failed", error)
 
     def _in_flight(self, name: str) -> Login | None:
@@ -157,10 +199,70 @@ class TrayController(QObject):
 
     def _on_progress(self, name: str, text: str) -> None:
         login = self._in_flight(name)
-        if login is None or text != login.browser_error:
+        if login is None:
             return
+        if text == login.browser_error:
+            self._waiting_untold.discard(name)  # this one says kubectl waits, too
+            if self.settings.notify_failures:
+                self.notify.emit(
+                    "browser",
+                    name,
+                    f"The browser did not open for {name}",
+                    "Open the login page, or copy the link into a browser." + _browser_why(text),
+                )
+        elif login.url and not login.device and text.startswith("Waiting for the login"):
+            self._tell_waiting(name, "Log in in the browser window that opened.")
+        elif login.url and not login.device and text.startswith("Open this URL"):
+            self._tell_waiting(name, "Open the login page to log in.")
+
+    def _on_device_code(self, name: str, code: str, uri: str) -> None:
+        host = urlsplit(uri).netloc or uri
+        self._tell_waiting(name, f"Enter the code {code} at {host}.")
+
+    def _on_prompt(self, name: str, text: str, _secret: bool, _answer: object) -> None:
+        self._tell_waiting(name, f"kubetray asks: {text.strip()}")
+
+    def _tell_waiting(self, name: str, how: str) -> None:
+        """kubectl started this login (not the person, in the app): say so once, and how."""
+        if name not in self._waiting_untold:
+            return
+        self._waiting_untold.discard(name)
+        if self.settings.notify_login_needed:
+            self.notify.emit("waiting", name, f"kubectl needs you to log in to {name}", how)
+
+    def _on_required(self, name: str, reason: str) -> None:
+        """A blocked identity was asked for again (each kubectl retry): once per block, and not
+        at all when the block is the person's own cancel."""
+        if name in self._cancelled_by_person or name in self._required_told:
+            return
+        self._required_told.add(name)
+        if self.settings.notify_login_needed:
+            self.notify.emit("login", name, f"kubectl needs you to log in to {name}", reason)
+
+    def _on_refresh_refused(self, name: str, reason: str) -> None:
+        if name in self._refresh_told:
+            return
+        self._refresh_told.add(name)
         if self.settings.notify_failures:
-            self.notify.emit("browser", name, f"The browser did not open for {name}", text)
+            self.notify.emit(
+                "refresh",
+                name,
+                f"{name} needs a new login",
+                f"The provider refused to refresh it ({reason}).",
+            )
+
+    def login_stage(self, name: str) -> str:
+        """Where the login in flight for ``name`` stands, in a few words (the tray's line)."""
+        login = self._in_flight(name)
+        if login is None:
+            return "logging in"
+        if login.device:
+            return f"enter code {login.device[0]}"
+        if login.browser_error:
+            return "the browser did not open"
+        if login.url:
+            return "waiting for browser"
+        return "logging in"
 
     def login_link(self, name: str) -> str | None:
         """Where the person logs in for the login in flight: the page or the device URL."""
@@ -168,10 +270,6 @@ class TrayController(QObject):
         if login is None:
             return None
         return login.device[1] if login.device else login.url
-
-    def _on_required(self, name: str, reason: str) -> None:
-        if self.settings.notify_login_needed:
-            self.notify.emit("login", name, f"kubectl needs you to log in to {name}", reason)
 
     def check_expiring(self) -> None:
         """Warn once per token when it expires within 10 minutes and cannot refresh."""
@@ -228,12 +326,29 @@ class TrayController(QObject):
 
     def log_in(self, name: str, again: bool = False) -> None:
         conv = WaitingConversation()
-        self._run(f"login-{name}", lambda: self.account.log_in(conv, name, force=again))
+        self._run(
+            f"login-{name}",
+            self._asking(name, lambda: self.account.log_in(conv, name, force=again)),
+        )
 
     def switch_account(self, name: str) -> None:
         """Log in again, asking the provider to let the person pick another account."""
         conv = WaitingConversation()
-        self._run(f"login-{name}", lambda: self.account.switch_account(name, conv))
+        self._run(
+            f"login-{name}", self._asking(name, lambda: self.account.switch_account(name, conv))
+        )
+
+    def _asking(self, name: str, work: Callable[[], object]) -> Callable[[], object]:
+        """``work`` as a login the person asked for (login_started tells it from kubectl's)."""
+
+        def run() -> object:
+            self._asked.add(name)
+            try:
+                return work()
+            finally:
+                self._asked.discard(name)
+
+        return run
 
     def answer_consent(self, question: Question, decision: Decision) -> None:
         """The person's answer to an SSH host's request (the waiting request goes on)."""
