@@ -8,14 +8,15 @@ import threading
 from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtWidgets import QApplication
 
-from app import compose, lifecycle
+from app import compose, lifecycle, logs
 from app.broker.broker import utcnow
 from app.settings import Settings
 from app.ui import icons
 from app.ui.controller import TrayController
 from app.ui.tray import TrayApp, dispose
+from exec_helper import paths
 
-log = logging.getLogger("kubetray.app")
+log = logging.getLogger(__name__)
 
 
 class _Bridge(QObject):
@@ -28,11 +29,8 @@ def run(tray: bool | None = None, store: str | None = None) -> int:
 
     ``store`` overrides the secret-store setting (keyring, memory, auto).
     """
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    logs.to_stderr()
+    log_file = logs.to_file(paths.state_dir(), "app.log")
     app = QApplication.instance() or QApplication(sys.argv)
     assert isinstance(app, QApplication)
     app.setApplicationName("kubetray")
@@ -70,6 +68,8 @@ def run(tray: bool | None = None, store: str | None = None) -> int:
     pulse.timeout.connect(lambda: None)
     pulse.start(250)
     log.info("kubetray app listening on %s", parts.server.listener.address)
+    if log_file:
+        log.info("this log is also in %s", log_file)
     try:
         return app.exec()
     finally:

@@ -19,7 +19,7 @@ from PySide6.QtCore import QObject, Signal
 
 from app.ui import icons
 
-log = logging.getLogger("kubetray.notify")
+log = logging.getLogger(__name__)
 
 SERVICE = "org.freedesktop.Notifications"
 PATH = "/org/freedesktop/Notifications"

@@ -50,3 +50,10 @@ def test_quit_after_a_long_session_exits_cleanly_every_time(tmp_path: Path) -> N
         assert (done.returncode, odd) == (0, []), done.stderr[-3000:]
         assert "Logged in to bob@" in done.stderr  # the answered dialog: the session happened
         assert "Fatal Python error" not in done.stderr and "Traceback" not in done.stderr
+    # The desktop starts the app with nobody reading its stderr: it keeps a log of its own.
+    for i in range(RUNS):
+        log = tmp_path / str(i) / "state" / "app.log"
+        assert log.stat().st_mode & 0o777 == 0o600
+        text = log.read_text()
+        assert "kubetray app listening on" in text and "Logged in to bob@" in text
+        assert "pw-bob" not in text and "pw-alice" not in text  # never a secret
