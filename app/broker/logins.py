@@ -76,7 +76,10 @@ class LoginObserver(Protocol):
     """Someone who wants to see every login (the tray). Called from worker threads."""
 
     def login_started(self, login: Login) -> None: ...
-    def login_finished(self, name: str, error: AppError | None) -> None: ...
+    def login_finished(self, login: Login) -> None:
+        """``login`` ended: ``login.error`` None when it worked; ``login.cancelled`` set when
+        a person (or the app quitting) ended it."""
+
     def login_required(self, name: str, reason: str) -> None: ...
     def refresh_failed(self, name: str, reason: str, final: bool) -> None:
         """Refresh ahead failed; ``final``: the provider refused the grant, only a login helps."""
@@ -386,14 +389,15 @@ class Logins:
         login = Login(name, browser)
         login.origin = getattr(conv, "origin", None)
         login.auth_params = auth_params
+        login.explicit = explicit
         self._flights.begin(st.identity.key, login)
         for observer in self.observers:
             observer.login_started(login)
         login.join(conv)  # before the login runs: its first prompt must find this caller
 
-        def finished(error: AppError | None) -> None:
+        def finished(_error: AppError | None) -> None:
             for observer in self.observers:
-                observer.login_finished(name, error)
+                observer.login_finished(login)
 
         def keep(tokens: TokenSet) -> None:
             session = self._session(st)

@@ -105,6 +105,7 @@ class TrayController(QObject):
     probed = Signal(object)  # Metadata or AppError
     cluster_added = Signal(object)  # setup_cluster.Done or AppError
     consent_asked = Signal(object)  # consent.Question: an SSH host's first request
+    _begun = Signal(str, bool)  # name, started by a program (kubectl), not by a person
     _ended = Signal(str, str, bool)  # name, error, cancelled (by a person or by Quit)
     _refresh_refused = Signal(str, str)  # name, why
 
@@ -123,15 +124,11 @@ class TrayController(QObject):
         logins.observers.append(self)
         if broker.consent is not None:
             broker.consent.ask = self.consent_asked.emit  # the person decides about SSH hosts
-        self._asked: set[str] = set()
-        """Logins the person started in the app (any thread; the others are kubectl's)."""
-        self._by_kubectl: dict[str, bool] = {}
-        self._started_logins: dict[str, Login] = {}
         self._waiting_untold: set[str] = set()
         self._required_told: set[str] = set()
         self._cancelled_by_person: set[str] = set()
         self._refresh_told: set[str] = set()
-        self.started_login.connect(self._on_started)
+        self._begun.connect(self._on_started)
         self._ended.connect(self._on_finished)
         self.needs_login.connect(self._on_required)
         self.progress.connect(self._on_progress)
@@ -154,16 +151,14 @@ class TrayController(QObject):
     # -- LoginObserver (worker threads) -------------------------------------------------------
 
     def login_started(self, login: Login) -> None:
-        self._by_kubectl[login.name] = login.name not in self._asked
-        self._started_logins[login.name] = login
         login.join(DesktopConversation(self, login.name, login.origin))
+        self._begun.emit(login.name, not login.explicit)
         self.started_login.emit(login.name)
 
-    def login_finished(self, name: str, error: AppError | None) -> None:
-        login = self._started_logins.pop(name, None)
-        cancelled = login is not None and login.cancelled.is_set()  # by a person, or by Quit
-        self.finished_login.emit(name, error.one_line() if error else "")
-        self._ended.emit(name, error.one_line() if error else "", cancelled)
+    def login_finished(self, login: Login) -> None:
+        error = login.error.one_line() if login.error else ""
+        self.finished_login.emit(login.name, error)
+        self._ended.emit(login.name, error, login.cancelled.is_set())  # a person's, or Quit
 
     def login_required(self, name: str, reason: str) -> None:
         self.needs_login.emit(name, reason)
@@ -174,10 +169,10 @@ class TrayController(QObject):
 
     # -- notifications (GUI thread): one per event, none for what the person did -------------
 
-    def _on_started(self, name: str) -> None:
+    def _on_started(self, name: str, by_program: bool) -> None:
         self._required_told.discard(name)
         self._cancelled_by_person.discard(name)
-        if self._by_kubectl.get(name):
+        if by_program:
             self._waiting_untold.add(name)  # said once, when it is clear how to log in
 
     def _on_finished(self, name: str, error: str, cancelled: bool) -> None:
@@ -328,27 +323,13 @@ class TrayController(QObject):
         conv = WaitingConversation()
         self._run(
             f"login-{name}",
-            self._asking(name, lambda: self.account.log_in(conv, name, force=again)),
+            lambda: self.account.log_in(conv, name, force=again),
         )
 
     def switch_account(self, name: str) -> None:
         """Log in again, asking the provider to let the person pick another account."""
         conv = WaitingConversation()
-        self._run(
-            f"login-{name}", self._asking(name, lambda: self.account.switch_account(name, conv))
-        )
-
-    def _asking(self, name: str, work: Callable[[], object]) -> Callable[[], object]:
-        """``work`` as a login the person asked for (login_started tells it from kubectl's)."""
-
-        def run() -> object:
-            self._asked.add(name)
-            try:
-                return work()
-            finally:
-                self._asked.discard(name)
-
-        return run
+        self._run(f"login-{name}", lambda: self.account.switch_account(name, conv))
 
     def answer_consent(self, question: Question, decision: Decision) -> None:
         """The person's answer to an SSH host's request (the waiting request goes on)."""
