@@ -3,8 +3,9 @@
 One normalisation, used everywhere: two spellings of the same login are one identity, one
 login, one record. What identifies a login is the issuer (scheme and host in lower case, no
 default port, no trailing slash), the client id, the scopes as a set (``openid`` always in),
-the authorization parameters as a set, and the username for the password grant. Everything
-else (CAs, listen addresses, the browser) is how the provider is reached, not who logs in.
+the authorization parameters as a set, the username for the password grant, and whether the
+client logs in as itself (client credentials). Everything else (CAs, request headers, listen
+addresses, the browser) is how the provider is reached, not who logs in.
 """
 
 from collections.abc import Iterable
@@ -36,8 +37,11 @@ def scopes(opts: HelperOptions) -> tuple[str, ...]:
 
 
 def auth_params(opts: HelperOptions) -> tuple[tuple[str, str], ...]:
-    """Extra authorization request parameters, with ``--audience`` as ``audience=...``."""
+    """Extra authorization request parameters, with ``--audience`` as ``audience=...`` and
+    kubelogin's old ``--oidc-access-type`` as ``access_type=...``."""
     params = dict(opts.oidc_auth_request_extra_params)
+    if opts.oidc_access_type:
+        params["access_type"] = opts.oidc_access_type
     if opts.audience:
         params["audience"] = opts.audience
     return tuple(params.items())
@@ -49,8 +53,10 @@ def oidc_key(
     scope: Iterable[str],
     params: Iterable[tuple[str, str]],
     username: str | None,
+    machine: bool = False,
 ) -> str:
-    """The key of an OIDC identity: equal for every spelling of one login."""
+    """The key of an OIDC identity: equal for every spelling of one login. ``machine``: the
+    client's own token (client credentials), never a person's login with the same client."""
     return "|".join(
         [
             "oidc",
@@ -59,6 +65,7 @@ def oidc_key(
             ",".join(sorted({"openid", *scope})),
             ",".join(f"{k}={v}" for k, v in sorted(set(params))),
             username or "",
+            *(["client-credentials"] if machine else []),
         ]
     )
 

@@ -17,12 +17,58 @@ from typing import Any
 
 STR, LIST, BOOL, INT, MAP = "str", "list", "bool", "int", "map"
 
+GRANT_TYPES = (
+    "auto",
+    "authcode",
+    "authcode-keyboard",
+    "password",
+    "device-code",
+    "client-credentials",
+)
+"""The --grant-type values kubetray does: kubelogin's, less token-exchange."""
 
-def _f(kind: str, help: str, default: Any = None, split: bool = False) -> Any:
-    meta = {"kind": kind, "help": help, "split": split}
-    if kind in (LIST, MAP):
-        return field(default=(), metadata=meta)
-    return field(default=default, metadata=meta)
+KLOG_FLAGS = {
+    "add_dir_header": BOOL,
+    "alsologtostderr": BOOL,
+    "legacy_stderr_threshold_behavior": BOOL,
+    "log_backtrace_at": STR,
+    "log_dir": STR,
+    "log_file": STR,
+    "log_file_max_size": STR,
+    "logtostderr": BOOL,
+    "one_output": BOOL,
+    "skip_headers": BOOL,
+    "skip_log_headers": BOOL,
+    "stderrthreshold": STR,
+    "vmodule": STR,
+}
+"""klog's flags, which kubelogin accepts beside -v: accepted and unused (kubetray-exec keeps
+no log; the agent has its own)."""
+
+_TOKEN_EXCHANGE = (
+    "kubetray does not do kubelogin's token-exchange grant: remove --{flag} and use another "
+    "--grant-type (" + "|".join(GRANT_TYPES[1:]) + ")"
+)
+REFUSED = {
+    flag: (kind, _TOKEN_EXCHANGE)
+    for flag, kind in {
+        "token-exchange-resource": LIST,
+        "token-exchange-audience": LIST,
+        "token-exchange-requested-token-type": STR,
+        "token-exchange-subject-token": STR,
+        "token-exchange-subject-token-type": STR,
+        "token-exchange-actor-token": STR,
+        "token-exchange-actor-token-type": STR,
+    }.items()
+}
+"""kubelogin flags kubetray refuses, with what to do instead ({flag} is the flag's name)."""
+
+
+def _f(kind: str, help: str, default: Any = None, split: bool = False, secret: bool = False) -> Any:
+    meta = {"kind": kind, "help": help, "split": split, "secret": secret}
+    if kind in (LIST, MAP):  # a secret stays out of repr(), and so out of any log line
+        return field(default=(), metadata=meta, repr=not secret)
+    return field(default=default, metadata=meta, repr=not secret)
 
 
 @dataclass(frozen=True)
@@ -46,9 +92,18 @@ class HelperOptions:
     oidc_auth_request_extra_params: tuple[tuple[str, str], ...] = _f(
         MAP, "extra authorization request parameters, KEY=VALUE[,KEY=VALUE]"
     )
-    grant_type: str | None = _f(STR, "auto|authcode|authcode-keyboard|password|device-code")
+    oidc_access_type: str | None = _f(
+        STR, "sent as access_type=VALUE with the authorization request (kubelogin's Google flag)"
+    )
+    oidc_request_header: tuple[tuple[str, str], ...] = _f(
+        MAP, "HTTP header sent with every request to the provider, KEY=VALUE", secret=True
+    )
+    grant_type: str | None = _f(STR, "|".join(GRANT_TYPES))
     listen_address: tuple[str, ...] = _f(
         LIST, "loopback address for the redirect (repeatable)", split=True
+    )
+    listen_port: tuple[str, ...] = _f(
+        LIST, "kubelogin's old flag: listen on 127.0.0.1:PORT (repeatable)", split=True
     )
     skip_open_browser: bool = _f(BOOL, "print the login URL instead of opening a browser", False)
     browser_command: str | None = _f(STR, "command that opens the login URL")
@@ -71,6 +126,12 @@ class HelperOptions:
     )
     token_cache_storage: str | None = _f(
         STR, "accepted and unused: the agent keeps tokens in the OS keyring, never in files"
+    )
+    force_keyring: bool = _f(
+        BOOL, "accepted and unused: the agent always keeps tokens in the OS keyring", False
+    )
+    no_keyring: bool = _f(
+        BOOL, "accepted and unused: the agent keeps tokens in the OS keyring, never in files", False
     )
     v: int | None = _f(INT, "log verbosity (accepted for kubelogin compatibility)")
 
@@ -103,14 +164,31 @@ def _bool(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
-def _pairs(text: str) -> list[tuple[str, str]]:
+def _pairs(text: str, secret: bool = False) -> list[tuple[str, str]]:
+    """KEY=VALUE pairs as kubelogin's flags (pflag's StringToString) read them: one ``=`` is
+    one pair, commas and all (``Accept=a,b``); more are a comma-separated list, CSV quoting.
+    ``secret``: a malformed value is not repeated in the message (header values are keys)."""
+    if text.count("=") <= 1:
+        items = [text.strip('"')]
+    else:
+        import csv  # only for lists of pairs
+
+        try:
+            items = next(csv.reader([text]), [])
+        except csv.Error as e:
+            raise argparse.ArgumentTypeError(f"expected KEY=VALUE[,KEY=VALUE]: {e}") from None
     out = []
-    for item in filter(None, text.split(",")):
+    for item in filter(None, items):
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {item!r}")
+            shown = "a value without KEY=" if secret else repr(item)
+            raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {shown}")
         out.append((key, value))
     return out
+
+
+def _secret_pairs(text: str) -> list[tuple[str, str]]:
+    return _pairs(text, secret=True)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -138,12 +216,38 @@ def build_parser() -> argparse.ArgumentParser:
         elif kind == LIST:
             parser.add_argument(*names, dest=f.name, action="append", help=help_text)
         elif kind == MAP:
-            parser.add_argument(*names, dest=f.name, action="append", type=_pairs, help=help_text)
+            pairs = _secret_pairs if f.metadata["secret"] else _pairs
+            parser.add_argument(*names, dest=f.name, action="append", type=pairs, help=help_text)
         else:
             parser.add_argument(
                 *names, dest=f.name, type=int if kind == INT else str, help=help_text
             )
+    for flag, kind in KLOG_FLAGS.items():  # --log_dir as klog spells it, --log-dir as well
+        names = ["--" + flag] + (["--" + flag.replace("_", "-")] if "_" in flag else [])
+        _ignored(parser, names, "klog_" + flag, kind, argparse.SUPPRESS)
+    for flag, (kind, _) in REFUSED.items():
+        _ignored(parser, ["--" + flag], _REFUSED_DEST + flag, kind, argparse.SUPPRESS)
     return parser
+
+
+_REFUSED_DEST = "refused:"
+
+
+def _ignored(
+    parser: argparse.ArgumentParser, names: list[str], dest: str, kind: str, help: str
+) -> None:
+    """A flag parsed only to be dropped (klog's) or refused (REFUSED)."""
+    if kind == BOOL:
+        parser.add_argument(*names, dest=dest, nargs="?", const=True, type=_bool, help=help)
+    elif kind == LIST:
+        parser.add_argument(*names, dest=dest, action="append", help=help)
+    else:
+        parser.add_argument(*names, dest=dest, help=help)
+
+
+def _refuse(flags: list[str]) -> None:
+    if flags:
+        raise OptionsError(REFUSED[flags[0]][1].format(flag=flags[0]))
 
 
 def strip_subcommand(args: list[str]) -> list[str]:
@@ -175,6 +279,13 @@ def parse_args(args: list[str]) -> dict[str, Any]:
         ns, rest = build_parser().parse_known_args(strip_subcommand(list(args)))
     except argparse.ArgumentTypeError as e:  # pragma: no cover - argparse wraps these
         raise OptionsError(str(e)) from None
+    _refuse(
+        [
+            k.removeprefix(_REFUSED_DEST)
+            for k, v in vars(ns).items()
+            if k.startswith(_REFUSED_DEST) and v is not None
+        ]
+    )
     if rest:
         raise OptionsError(
             f"unknown argument {rest[0]!r}: kubetray-exec takes the kubelogin get-token flags and "
@@ -189,6 +300,7 @@ def parse_args(args: list[str]) -> dict[str, Any]:
 
 
 def _from_config(config: dict[str, Any]) -> dict[str, Any]:
+    _refuse([key for key, value in config.items() if key in REFUSED and value is not None])
     out = {}
     for key, value in config.items():
         f = _FIELDS.get(key)
@@ -203,9 +315,10 @@ def _from_config(config: dict[str, Any]) -> dict[str, Any]:
             MAP: isinstance(value, dict),
         }[kind]
         if not ok:
+            shown = "a value" if f.metadata["secret"] else repr(value)
             raise OptionsError(
                 f"the cluster's client.authentication.k8s.io/exec extension sets {key} to "
-                f"{value!r}, which is not a {kind}"
+                f"{shown}, which is not a {kind}"
             )
         out[f.name] = _normalize(f, value)
     return out
@@ -227,7 +340,7 @@ def _from_env(env: dict[str, str]) -> dict[str, Any]:
             elif kind == INT:
                 out[f.name] = int(value)
             elif kind == MAP:
-                out[f.name] = tuple(_pairs(value))
+                out[f.name] = tuple(_pairs(value, f.metadata["secret"]))
             elif kind == LIST:
                 out[f.name] = _normalize(f, value.split(","))
             else:

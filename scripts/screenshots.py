@@ -51,7 +51,14 @@ def start_display() -> list[subprocess.Popen[bytes]]:
         ]
     )
     time.sleep(1.0)
-    return [tray, xvfb]
+    procs = [tray, xvfb]
+    # A window manager and a notification daemon, as on a person's desktop (when installed).
+    if shutil.which("openbox"):
+        procs.insert(0, subprocess.Popen(["openbox"], stderr=subprocess.DEVNULL))
+    if shutil.which("dunst") and os.environ.get("DBUS_SESSION_BUS_ADDRESS"):
+        procs.insert(0, subprocess.Popen(["dunst"], stderr=subprocess.DEVNULL))
+    time.sleep(0.5)
+    return procs
 
 
 def main() -> int:
@@ -59,6 +66,7 @@ def main() -> int:
         sys.exit("needs Xvfb and trayer: apt-get install xvfb trayer")
     work = Path(tempfile.mkdtemp(prefix="kt-shots-"))
     os.environ.update(
+        KUBETRAY_BROWSER="true",  # logins in the shots wait for a browser that never comes
         KUBETRAY_RUNTIME_DIR=str(work / "run"),
         KUBETRAY_CONFIG_DIR=str(work / "config"),
         KUBETRAY_STATE_DIR=str(work / "state"),
@@ -179,17 +187,44 @@ def shoot(work: Path) -> int:
             grant_type="device-code",
         )
         parts.logins.identity(pending, "staging-oidc")
-        settle(1.5)
+        # A browser login in flight (the "browser" is `true`: it opens nothing), with a long
+        # authorize URL: the menu keeps one short line for it.
+        browsing = OIDCSettings(
+            issuer=idp.issuer,
+            client_id="kubectl",
+            scopes=("openid", "email", "groups", "offline_access"),
+            grant_type="authcode",
+        )
+        parts.logins.identity(browsing, "team-dev")
+        controller.log_in("team-dev")
+        settle(2.0)
         view.refresh()
-        # The tray menu, popped up under the tray icon.
+        # The tray menu, popped up under the tray icon, with the browsing identity's submenu.
         geometry = view.tray.geometry() if view.tray is not None else None
         view.menu.popup(QPoint(geometry.x() if geometry else 700, 30))
         settle(1.0)
+        entry = view._info["team-dev"]
+        view.menu.setActiveAction(entry)
+        view.identity_menus["team-dev"].popup(
+            view.menu.actionGeometry(entry).topLeft() + view.menu.pos() + QPoint(-10, 0)
+        )
+        settle(1.0)
         screen = app.primaryScreen()
-        menu_rect = view.menu.geometry()
-        shot = screen.grabWindow(0, min(menu_rect.x(), 1100 - 460), 0, 460, menu_rect.bottom() + 10)
+        shot = screen.grabWindow(0, 1100 - 720, 0, 720, 330)
         shot.save(str(OUT / "tray-menu.png"))
+        view.identity_menus["team-dev"].hide()
         view.menu.hide()
+        # The desktop's notification (dunst here) when the browser did not open.
+        if view.desktop_notifications.available():
+            controller.notify.emit(
+                "browser",
+                "team-dev",
+                "The browser did not open for team-dev",
+                "Open the login page, or copy the link into a browser.",
+            )
+            settle(1.5)
+            screen.grabWindow(0, 1100 - 460, 0, 460, 200).save(str(OUT / "notification.png"))
+        controller.cancel("team-dev")
         # A real device authorization request at oidc-provider, shown by the app's window.
         doc = requests.post(
             f"{idp.issuer}/device/auth",

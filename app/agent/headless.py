@@ -2,23 +2,18 @@
 
 import logging
 import signal
-import sys
 import threading
 from types import FrameType
 
-from app import __version__, compose, lifecycle
+from app import __version__, compose, lifecycle, logs
 
-log = logging.getLogger("kubetray.agent")
+log = logging.getLogger(__name__)
 
 
 def run(store: str | None = None) -> int:
     """Serve until SIGTERM, SIGINT or `kubetray stop`. AgentRunning propagates when another
     agent serves. ``store`` overrides the secret-store setting (keyring, memory, auto)."""
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    logs.to_stderr()
     parts = compose.agent(store_kind=store)
     server = parts.server
     server.listener.open()

@@ -8,7 +8,7 @@ is Logins', the names the Registry's.
 import threading
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from app.broker.consent import Consent
@@ -92,9 +92,14 @@ class Broker:
             return self.registry.stored(opts.stored)
         if opts.oidc_issuer_url and opts.oidc_client_id:
             settings = OIDCSettings.from_options(opts)
-            return self.registry.oidc(
+            known = self.registry.get(settings.key)
+            before = known.identity.name if known else None
+            st = self.registry.oidc(
                 settings, opts.name, lambda: self._kubeconfig_name(settings, kubeconfig)
             )
+            if before is not None and before != st.identity.name:
+                self._renamed(before, st.identity.name)
+            return st
         raise UsageError(
             "kubetray-exec was not told which credential to serve",
             "give --stored NAME, or --oidc-issuer-url and --oidc-client-id, in the exec args or "
@@ -237,6 +242,14 @@ class Broker:
                 usage.credential = None
 
     # -- records and status -----------------------------------------------------------------
+
+    def _renamed(self, old: str, new: str) -> None:
+        """An identity got a name a person chose: its past calls show it too (Diagnostics)."""
+        with self._lock:
+            self._records = deque(
+                (replace(r, identity=new) if r.identity == old else r for r in self._records),
+                maxlen=MAX_RECORDS,
+            )
 
     def record(self, rec: CallRecord) -> None:
         """Add a call to the record (most recent last)."""

@@ -68,6 +68,8 @@ class Login:
         """What the callers were told when the browser failed."""
         self.origin: str | None = None
         """The SSH host whose request started it (the browser opens here, on the desktop)."""
+        self.explicit = False
+        """A person asked for it (kubetray login, the app); else a program's call (kubectl)."""
 
     def abort(self, reason: str) -> None:
         """End the wait of every caller now with ``reason`` (kubetray is going away)."""

@@ -9,6 +9,9 @@
   strict provider revokes the whole grant for that.
 * The scheduler (app.broker.refresh) refreshes ahead of expiry, so in steady state no caller
   waits on the provider.
+* A machine identity (client credentials) has no login and no refresh token: its token is
+  fetched again, under the same lock, whenever a refresh would be due. No person is involved,
+  so nothing about it is ever refused for want of one.
 """
 
 import hashlib
@@ -25,7 +28,7 @@ from app.broker.registry import Entry, Registry
 from app.errors import AppError, SecretLost
 from app.model import Identity
 from app.oidc.browser import Browser, remote_grant
-from app.oidc.errors import LoginError, RefreshFailed
+from app.oidc.errors import LoginError, RefreshFailed, RefreshRefused
 from app.oidc.settings import OIDCSettings
 from app.oidc.tokens import MIN_MARGIN, Revocation, TokenSet
 from app.store.secret_store import SecretStore
@@ -73,8 +76,13 @@ class LoginObserver(Protocol):
     """Someone who wants to see every login (the tray). Called from worker threads."""
 
     def login_started(self, login: Login) -> None: ...
-    def login_finished(self, name: str, error: AppError | None) -> None: ...
+    def login_finished(self, login: Login) -> None:
+        """``login`` ended: ``login.error`` None when it worked; ``login.cancelled`` set when
+        a person (or the app quitting) ended it."""
+
     def login_required(self, name: str, reason: str) -> None: ...
+    def refresh_failed(self, name: str, reason: str, final: bool) -> None:
+        """Refresh ahead failed; ``final``: the provider refused the grant, only a login helps."""
 
 
 def store_key(identity: Identity) -> str:
@@ -197,6 +205,8 @@ class Logins:
         out = []
         for st in self.known():
             tokens = self._session(st).tokens
+            if st.settings and st.settings.machine:
+                continue  # fetched again ahead of expiry: nobody needs to act
             if tokens and not tokens.refresh_token and now < tokens.expires_at <= now + within:
                 out.append((st.identity.name, tokens.expires_at))
         return out
@@ -262,6 +272,25 @@ class Logins:
         log.info("refreshed %s (valid until %s)", st.identity.name, fresh.expires_at)
         return fresh
 
+    def _fetch_machine(self, st: Entry, session: _Session, settings: OIDCSettings) -> TokenSet:
+        """A machine identity's new token (caller holds the session's lock)."""
+        if not settings.client_secret:  # remembered settings carry no secret
+            raise LoginError(
+                f"{st.identity.name} needs its client secret, which kubetray does not keep",
+                "run kubectl with the kubeconfig that names it, or: kubetray login -- "
+                "--oidc-issuer-url=... --oidc-client-id=... --oidc-client-secret=... "
+                "--grant-type=client-credentials",
+            )
+        renewed = session.tokens is not None
+        fresh = self.client(st, settings).client_credentials()
+        self._save(st, session, fresh)
+        self.registry.adopt(st, settings)
+        if renewed:
+            session.refreshes += 1
+            session.refreshed_at = self._clock()
+        log.info("fetched a token for %s (valid until %s)", st.identity.name, fresh.expires_at)
+        return fresh
+
     def token(
         self,
         st: Entry,
@@ -294,6 +323,14 @@ class Logins:
             tokens = session.tokens
             if tokens and tokens.fresh(now, self.margin) and not (refresh or relogin):
                 return tokens
+            if settings.machine:
+                try:
+                    return self._fetch_machine(st, session, settings)
+                except LoginError as e:
+                    if not (tokens and tokens.expires_at > now) or refresh or relogin:
+                        raise
+                    log.warning("fetching a token for %s failed: %s", name, e.message)
+                    return tokens  # still valid; the scheduler tries again
             if tokens and tokens.refresh_token and not relogin and _refresh_helps(tokens, settings):
                 try:
                     tokens = self._refresh(st, session, settings)
@@ -352,14 +389,15 @@ class Logins:
         login = Login(name, browser)
         login.origin = getattr(conv, "origin", None)
         login.auth_params = auth_params
+        login.explicit = explicit
         self._flights.begin(st.identity.key, login)
         for observer in self.observers:
             observer.login_started(login)
         login.join(conv)  # before the login runs: its first prompt must find this caller
 
-        def finished(error: AppError | None) -> None:
+        def finished(_error: AppError | None) -> None:
             for observer in self.observers:
-                observer.login_finished(name, error)
+                observer.login_finished(login)
 
         def keep(tokens: TokenSet) -> None:
             session = self._session(st)
@@ -444,10 +482,8 @@ class Logins:
 
     def _schedule(self, st: Entry, session: _Session, when: datetime | None = None) -> None:
         tokens = session.tokens
-        if tokens is None or not tokens.refresh_token or st.settings is None:
+        if tokens is None or st.settings is None or not _renewable(tokens, st.settings):
             return
-        if not _refresh_helps(tokens, st.settings):
-            return  # a refresh would bring no id_token: ahead of time it only costs
         self._scheduler.schedule(st.identity.key, when or tokens.refresh_due(self.margin))
 
     def _refresh_if_due(self, key: str) -> None:
@@ -457,19 +493,31 @@ class Logins:
             return  # forgotten meanwhile
         with session.lock:
             tokens = session.tokens
-            if tokens is None or not tokens.refresh_token:
-                return
-            if not _refresh_helps(tokens, st.settings):
+            if tokens is None or not _renewable(tokens, st.settings):
                 return
             now = self._clock()
             if now < tokens.refresh_due(self.margin):
                 return  # refreshed meanwhile: a newer entry is scheduled
             try:
-                self._refresh(st, session)
+                if st.settings.machine:
+                    self._fetch_machine(st, session, st.settings)
+                else:
+                    self._refresh(st, session)
             except AppError as e:
                 log.warning("refresh ahead of %s failed: %s", st.identity.name, e.message)
-                if tokens.expires_at > now:
+                final = isinstance(e, RefreshRefused)  # asking again every 30 s will not help
+                for observer in self.observers:
+                    observer.refresh_failed(st.identity.name, e.message, final)
+                if tokens.expires_at > now and not final:
                     self._schedule(st, session, now + RETRY_REFRESH)
+
+
+def _renewable(tokens: TokenSet, settings: OIDCSettings) -> bool:
+    """Whether the agent can renew these tokens ahead of time, with nobody there: a machine
+    identity whose secret it has, or a refresh token that brings what kubectl is given."""
+    if settings.machine:
+        return bool(settings.client_secret)
+    return bool(tokens.refresh_token) and _refresh_helps(tokens, settings)
 
 
 def _refresh_helps(tokens: TokenSet, settings: OIDCSettings) -> bool:

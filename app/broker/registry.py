@@ -2,8 +2,9 @@
 
 The index (``identities.json``, no secrets) remembers each OIDC identity's name and settings,
 so ``kubetray login NAME`` works after a restart and the tray lists identities before their
-first use. Names are unique: a name a person chose wins; otherwise the first name an identity
-got stays with it.
+first use. Names are unique. A name a person chose (``--name``) replaces a name kubetray
+made up, once; after that the identity keeps it, so two kubeconfigs that name one login
+differently do not rename it back and forth (``kubetray forget NAME`` starts it afresh).
 """
 
 import threading
@@ -35,6 +36,8 @@ class Entry:
     refresh-ahead and ``kubetray login NAME`` use. Callers bring their own (see Logins)."""
     legacy_key: str | None = None
     """The key an earlier kubetray stored this identity's tokens under (moved on first read)."""
+    chosen: bool = False
+    """Its name was given with ``--name``: no later ``--name`` renames it."""
 
 
 class Registry:
@@ -86,14 +89,15 @@ class Registry:
     ) -> Entry:
         """The OIDC identity ``settings`` name, created on first sight and remembered.
 
-        ``chosen``: a name a person gave (``--name``), which renames the identity. Otherwise a
-        new identity is named ``default()`` (the kubeconfig user), else ``user@issuer-host``.
+        ``chosen``: a name a person gave (``--name``): it names a new identity, and renames an
+        existing one only if that one's name was made up (see the module). Otherwise a new
+        identity is named ``default()`` (the kubeconfig user), else ``user@issuer-host``.
         """
         self._load_index()
         key = settings.key
         with self._lock:
             st = self._states.get(key)
-            if st is not None and (not chosen or chosen == st.identity.name):
+            if st is not None and (not chosen or st.chosen or chosen == st.identity.name):
                 return st
             wanted = chosen or (default() if default else None) or settings.fallback_name
             taken = self._taken(except_key=key)
@@ -102,6 +106,7 @@ class Registry:
                 st = self._states[key] = Entry(Identity(key, name, OIDC), settings)
             else:
                 st.identity = Identity(key, name, OIDC)
+            st.chosen = bool(chosen)
             self._save_index()
             return st
 
@@ -143,7 +148,7 @@ class Registry:
             if self._loaded_index:
                 return
             self._loaded_index = True
-            for name, raw, raw_key in entries:
+            for name, raw, raw_key, chosen in entries:
                 try:
                     settings = OIDCSettings.from_dict(raw)
                 except (TypeError, ValueError):
@@ -154,7 +159,7 @@ class Registry:
                 taken = self._taken(except_key=key)
                 identity = Identity(key, idmod.unique_name(name, taken), OIDC)
                 legacy = raw_key if raw_key != key else None
-                self._states[key] = Entry(identity, settings, legacy_key=legacy)
+                self._states[key] = Entry(identity, settings, legacy_key=legacy, chosen=chosen)
 
     def _save_index(self) -> None:
         """Write the OIDC identities' names and non-secret settings (caller holds the lock)."""
@@ -165,22 +170,28 @@ class Registry:
             settings = asdict(st.settings)
             settings.pop("client_secret")
             settings.pop("password")
-            out[st.identity.key] = {"name": st.identity.name, "settings": settings}
+            settings.pop("request_headers")  # their values may be keys too
+            out[st.identity.key] = {
+                "name": st.identity.name,
+                "settings": settings,
+                "chosen": st.chosen,
+            }
         jsonfile.save(self._index_path, {"version": INDEX_VERSION, "identities": out})
 
 
-def _entries(doc: object) -> list[tuple[str, dict[str, Any], str]]:
-    """(name, settings, key as written) of an index: this version's, or the first round's."""
+def _entries(doc: object) -> list[tuple[str, dict[str, Any], str, bool]]:
+    """(name, settings, key as written, name chosen) of an index: this version's, or the first
+    round's (whose names count as made up: a ``--name`` may still replace them once)."""
     if not isinstance(doc, dict):
         return []
     if doc.get("version") == INDEX_VERSION and isinstance(doc.get("identities"), dict):
         return [
-            (str(r["name"]), r["settings"], str(key))
+            (str(r["name"]), r["settings"], str(key), r.get("chosen") is True)
             for key, r in doc["identities"].items()
             if isinstance(r, dict) and isinstance(r.get("settings"), dict) and r.get("name")
         ]
     return [  # {name: {key, settings}}: the key is recomputed in today's normal form
-        (str(name), r["settings"], str(r.get("key")))
+        (str(name), r["settings"], str(r.get("key")), False)
         for name, r in doc.items()
         if isinstance(r, dict) and isinstance(r.get("settings"), dict)
     ]

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 from authlib.common.security import generate_token
 from authlib.oauth2 import OAuth2Error as OAuthError
@@ -20,7 +20,7 @@ from authlib.oauth2.client import OAuth2Client
 
 from app.identity import normalize_issuer
 from app.oidc import explain
-from app.oidc.errors import LoginError, RefreshFailed
+from app.oidc.errors import LoginError, RefreshFailed, RefreshRefused
 from app.oidc.http import TIMEOUT, Session, TransportError, insecure_context, ssl_context
 from app.oidc.settings import Metadata, OIDCSettings
 from app.oidc.tokens import Revocation, TokenSet
@@ -97,7 +97,10 @@ def _token_error(e: OAuthError, grant: str, has_secret: bool) -> LoginError:
     elif e.error == "unauthorized_client":
         hint = f"the provider does not allow this client the {grant} grant"
     elif e.error == "invalid_grant" and grant == "refresh_token":
-        hint = "the refresh token was refused (expired or revoked): log in again"
+        return RefreshRefused(
+            f"the provider refused the {grant} token request ({_error_text(e)})",
+            "the refresh token was refused (expired or revoked): log in again",
+        )
     elif e.error == "invalid_grant" and grant == "authorization_code":
         hint = "check that the provider registered the redirect URI kubetray sent"
     return LoginError(f"the provider refused the {grant} token request ({_error_text(e)})", hint)
@@ -123,7 +126,7 @@ class OIDCClient:
             tls: ssl.SSLContext = (
                 insecure_context() if s.insecure else ssl_context(s.ca_files, s.ca_data)
             )
-            self._http = Session(tls)
+            self._http = Session(tls, s.request_headers)
         return self._http
 
     def _session(self, **kwargs: Any) -> _OAuth2:
@@ -275,6 +278,8 @@ class OIDCClient:
         now = self._clock()
         id_token = response.get("id_token")
         claims = self.verify_id_token(id_token, nonce) if id_token else {}
+        if self.settings.machine:  # who it is: the client itself (RFC 9068's client_id claim)
+            claims = {"client_id": self.settings.client_id, **claims}
         access = response.get("access_token")
         if self.settings.use_access_token:
             if not access:
@@ -294,7 +299,7 @@ class OIDCClient:
             claims={
                 k: v
                 for k, v in claims.items()
-                if k in ("sub", "email", "name", "groups", "preferred_username", "iss")
+                if k in ("sub", "email", "name", "groups", "preferred_username", "iss", "client_id")
             },
         )
 
@@ -454,6 +459,26 @@ class OIDCClient:
         if not username or not password:
             raise LoginError("the password login needs a username and a password")
         response = self._fetch(grant_type="password", username=username, password=password)
+        return self._token_set(response, None)
+
+    def client_credentials(self) -> TokenSet:
+        """The client credentials grant (RFC 6749 §4.4): the client's own token, no person.
+
+        As kubelogin: the client authenticates with its secret, asks for its scopes, and the
+        extra parameters (--oidc-auth-request-extra-params, --audience) go to the token
+        endpoint. The id_token is served if the provider sends one (verified); else the access
+        token only with --oidc-use-access-token, as kubelogin has it.
+        """
+        s = self.settings
+        response = self._fetch(
+            grant_type="client_credentials", body=urlencode(dict(s.extra_params))
+        )
+        if not s.use_access_token and not response.get("id_token"):
+            raise LoginError(
+                "the provider answered the client-credentials grant with no id_token",
+                "add --oidc-use-access-token to send its access token (the API server must "
+                "accept the provider's access tokens)",
+            )
         return self._token_set(response, None)
 
     def refresh(self, tokens: TokenSet) -> TokenSet:

@@ -8,6 +8,10 @@ class LoginError(AppError):
     """A login that did not produce tokens: refused, timed out, cancelled, or unsafe."""
 
 
+class RefreshRefused(LoginError):
+    """The provider refused the refresh token for good (invalid_grant): only a login helps."""
+
+
 class RefreshFailed(LoginError):
     """A refresh failed after the provider rotated the refresh token: ``tokens`` holds it."""
 

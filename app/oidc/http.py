@@ -104,9 +104,12 @@ class Session:
     """A requests-like session (what authlib's OAuth2Client calls) over urllib.
 
     Proxies come from the environment at each request, redirects are followed as urllib does.
+    ``headers`` (--oidc-request-header) go on every request, over any the request set, as
+    kubelogin's transport sets them.
     """
 
-    def __init__(self, context: ssl.SSLContext) -> None:
+    def __init__(self, context: ssl.SSLContext, headers: tuple[tuple[str, str], ...] = ()) -> None:
+        self._headers = headers
         # Only http and https: no file:, ftp: or data: from a provider's documents or redirects.
         self._opener = urllib.request.OpenerDirector()
         for handler in (
@@ -148,7 +151,7 @@ class Session:
         req = urllib.request.Request(  # noqa: S310 - the scheme is checked above
             url,
             data=body.encode() if data is not None or body else None,
-            headers=head,
+            headers=self._with_headers(head),
             method=method,
         )
         try:
@@ -165,13 +168,19 @@ class Session:
         if urllib.parse.urlsplit(url).scheme not in ("http", "https"):
             raise TransportError(f"not an http(s) URL: {url}")
         req = urllib.request.Request(  # noqa: S310 - the scheme is checked above
-            url, headers={"User-Agent": USER_AGENT}, method="GET"
+            url, headers=self._with_headers({"User-Agent": USER_AGENT}), method="GET"
         )
         try:
             with self._no_redirects.open(req, timeout=timeout) as answer:
                 return int(answer.status)
         except (urllib.error.URLError, OSError, ValueError) as e:
             raise TransportError(str(getattr(e, "reason", e))) from None
+
+    def _with_headers(self, head: dict[str, str]) -> dict[str, str]:
+        # urllib keys headers as str.capitalize() spells them: one spelling, the last one wins
+        out = {k.capitalize(): v for k, v in head.items()}
+        out.update((k.capitalize(), v) for k, v in self._headers)
+        return out
 
     def get(self, url: str, **kwargs: Any) -> Response:
         return self.request("GET", url, **kwargs)

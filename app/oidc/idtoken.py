@@ -44,7 +44,7 @@ MIN_RSA_BITS = 2048
 _KEY_TYPES = ("RSA", "EC", "OKP")
 _EDDSA_CURVES = ("Ed25519", "Ed448")
 
-log = logging.getLogger("kubetray.oidc")
+log = logging.getLogger(__name__)
 
 
 class IdTokenError(ValueError):

@@ -137,8 +137,8 @@ class LoopbackListener:
                         self._page(
                             200,
                             "Logged in",
-                            "kubetray has your login. You can close "
-                            "this tab and go back to your terminal.",
+                            "kubetray has your login. You can close this tab: "
+                            "whatever was waiting for it (kubectl, the tray) carries on.",
                         )
                 else:
                     self._page(400, "Login not accepted", "The redirect carries no code.")

@@ -4,16 +4,21 @@ Kept apart from the client so that importing these types costs nothing (the clie
 requests and authlib, ~15 MB, loaded only once an OIDC identity is used).
 """
 
-from dataclasses import dataclass, fields
+import re
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from app import identity
-from exec_helper.options import HelperOptions, OptionsError
+from exec_helper.options import GRANT_TYPES, HelperOptions, OptionsError
 
 DEFAULT_TIMEOUT = 180.0
 KUBELOGIN_LISTEN = ("127.0.0.1:8000", "127.0.0.1:18000")
 """int128/kubelogin's default listen addresses, with redirect URI ``http://localhost:8000``:
 what its setup guide tells admins to register, so a kubelogin kubeconfig works unchanged."""
+CLIENT_CREDENTIALS = "client-credentials"
+"""The grant of a machine identity: the client's own token, no person, no refresh token."""
+_HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+"""An HTTP field name (RFC 9110 §5.1: a token)."""
 
 
 @dataclass(frozen=True)
@@ -43,12 +48,24 @@ class OIDCSettings:
     skip_open_browser: bool = False
     timeout: float = DEFAULT_TIMEOUT
     success_url: str | None = None
+    request_headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    """Sent with every request to the provider (--oidc-request-header); values may be keys."""
+
+    @property
+    def machine(self) -> bool:
+        """A machine identity (client credentials): its tokens never need a person."""
+        return self.grant_type == CLIENT_CREDENTIALS
 
     @property
     def key(self) -> str:
         """The identity these settings log in as (see app.identity)."""
         return identity.oidc_key(
-            self.issuer, self.client_id, self.scopes, self.extra_params, self.username
+            self.issuer,
+            self.client_id,
+            self.scopes,
+            self.extra_params,
+            self.username,
+            machine=self.machine,
         )
 
     @property
@@ -61,6 +78,22 @@ class OIDCSettings:
         assert opts.oidc_issuer_url and opts.oidc_client_id
         if bool(opts.local_server_cert) != bool(opts.local_server_key):
             raise OptionsError("--local-server-cert and --local-server-key go together")
+        grant = opts.grant_type or ("password" if opts.username else "auto")
+        if grant == "token-exchange":
+            raise OptionsError(
+                "kubetray does not do kubelogin's token-exchange grant: use another --grant-type ("
+                + "|".join(GRANT_TYPES[1:])
+                + ")"
+            )
+        if grant not in GRANT_TYPES:
+            raise OptionsError(
+                f"--grant-type must be one of {'|'.join(GRANT_TYPES)}, not {grant!r}"
+            )
+        if grant == CLIENT_CREDENTIALS and not opts.oidc_client_secret:
+            raise OptionsError(
+                "--grant-type=client-credentials needs --oidc-client-secret: the client "
+                "authenticates as itself (RFC 6749 §4.4: confidential clients only)"
+            )
         return cls(
             issuer=identity.normalize_issuer(opts.oidc_issuer_url),
             client_id=opts.oidc_client_id,
@@ -68,8 +101,9 @@ class OIDCSettings:
             scopes=identity.scopes(opts),
             extra_params=identity.auth_params(opts),
             use_access_token=opts.oidc_use_access_token,
-            grant_type=opts.grant_type or ("password" if opts.username else "auto"),
-            listen_addresses=opts.listen_address
+            grant_type=grant,
+            listen_addresses=_listen_ports(opts.listen_port)
+            or opts.listen_address
             or (() if opts.oidc_redirect_url else KUBELOGIN_LISTEN),
             redirect_hostname=opts.oidc_redirect_url_hostname or "localhost",
             redirect_url=opts.oidc_redirect_url,
@@ -85,6 +119,7 @@ class OIDCSettings:
             skip_open_browser=opts.skip_open_browser,
             timeout=float(opts.authentication_timeout_sec or DEFAULT_TIMEOUT),
             success_url=opts.open_url_after_authentication,
+            request_headers=_headers(opts.oidc_request_header),
         )
 
     @classmethod
@@ -93,10 +128,35 @@ class OIDCSettings:
         values: dict[str, Any] = {
             key: tuple(value) if isinstance(value, list) else value for key, value in doc.items()
         }
-        values["extra_params"] = tuple(tuple(pair) for pair in values.get("extra_params", ()))
+        for pairs in ("extra_params", "request_headers"):
+            values[pairs] = tuple(tuple(pair) for pair in values.get(pairs, ()))
         values["issuer"] = identity.normalize_issuer(str(values.get("issuer", "")))
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in values.items() if k in known})
+
+
+def _listen_ports(ports: tuple[str, ...]) -> tuple[str, ...]:
+    """kubelogin's deprecated --listen-port: it wins over --listen-address, as there."""
+    out = []
+    for port in ports:
+        if not port.isdigit() or not 0 < int(port) < 65536:
+            raise OptionsError(f"--listen-port takes a port number, not {port!r}")
+        out.append(f"127.0.0.1:{int(port)}")
+    return tuple(out)
+
+
+def _headers(pairs: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    """--oidc-request-header as given, refused when it would not be one HTTP header. The
+    value is never repeated in a message: it may be a key."""
+    for name, value in pairs:
+        if not _HEADER_NAME.fullmatch(name):
+            raise OptionsError(f"--oidc-request-header: {name!r} is not an HTTP header name")
+        if any((ord(c) < 32 and c != "\t") or ord(c) == 127 for c in value):
+            raise OptionsError(
+                f"--oidc-request-header {name}: the value holds a line break or another "
+                "control character"
+            )
+    return pairs
 
 
 @dataclass(frozen=True)

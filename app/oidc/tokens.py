@@ -61,8 +61,9 @@ class TokenSet:
         return handed_out_expiry(self.expires_at, self.lifetime, now, floor)
 
     def who(self) -> str:
-        """A person's name for this identity: email, else preferred name, else subject."""
-        for key in ("email", "preferred_username", "name", "sub"):
+        """A person's name for this identity: email, else preferred name, else subject; for a
+        machine identity without an id_token, its client id."""
+        for key in ("email", "preferred_username", "name", "sub", "client_id"):
             value = self.claims.get(key)
             if isinstance(value, str) and value:
                 return value

@@ -8,13 +8,15 @@ import threading
 from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtWidgets import QApplication
 
-from app import compose, lifecycle
+from app import compose, lifecycle, logs
 from app.broker.broker import utcnow
 from app.settings import Settings
+from app.ui import icons
 from app.ui.controller import TrayController
-from app.ui.tray import TrayApp
+from app.ui.tray import TrayApp, dispose
+from exec_helper import paths
 
-log = logging.getLogger("kubetray.app")
+log = logging.getLogger(__name__)
 
 
 class _Bridge(QObject):
@@ -27,14 +29,13 @@ def run(tray: bool | None = None, store: str | None = None) -> int:
 
     ``store`` overrides the secret-store setting (keyring, memory, auto).
     """
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    logs.to_stderr()
+    log_file = logs.to_file(paths.state_dir(), "app.log")
     app = QApplication.instance() or QApplication(sys.argv)
     assert isinstance(app, QApplication)
     app.setApplicationName("kubetray")
+    app.setDesktopFileName("kubetray")  # Wayland and the notification daemons find the entry
+    app.setWindowIcon(icons.app_icon())
     app.setQuitOnLastWindowClosed(False)
     settings = Settings.load()
     parts = compose.agent(
@@ -67,11 +68,27 @@ def run(tray: bool | None = None, store: str | None = None) -> int:
     pulse.timeout.connect(lambda: None)
     pulse.start(250)
     log.info("kubetray app listening on %s", parts.server.listener.address)
+    if log_file:
+        log.info("this log is also in %s", log_file)
     try:
         return app.exec()
     finally:
+        # Worker threads first: nothing may emit into an object that is about to go.
+        parts.service.on_show = None
+        parts.service.on_stop = None
         parts.server.shutdown()
         # Callers waiting for a login hear why it ended, instead of a dropped connection.
         lifecycle.end_logins(parts.logins, "quit")
+        pulse.stop()
+        # Then Qt's objects, in a fixed order, each through shiboken (see tray.dispose):
+        # windows and dialogs, the tray icon, the menu (view.shutdown), the bridge, the timer.
         view.shutdown()
         parts.stop()
+        for obj in (bridge, pulse, controller):
+            dispose(obj)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_DFL)
+        # Events queued by threads before they stopped reach nothing now; the QApplication
+        # goes last, here, rather than whenever the interpreter's finalisation gets to it.
+        app.processEvents()
+        app.shutdown()

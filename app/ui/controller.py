@@ -6,6 +6,7 @@ worker threads and report back through signals. Never touch a widget from here.
 """
 
 import contextlib
+import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -52,6 +53,12 @@ class Added:
     """The identity the context logs in as, now known to kubetray ("" if none)."""
     unchecked: str = ""
     """Why the API server's certificate could not be checked, with what to do ("" if it was)."""
+
+
+def _browser_why(error: str) -> str:
+    """Why the browser did not open, from Login.browser_error, as a short sentence (or "")."""
+    found = re.match(r"The browser did not open \((.{1,80}?)\)\. ", error)
+    return f" ({found.group(1)})" if found else ""
 
 
 class _Answer:
@@ -127,6 +134,9 @@ class TrayController(QObject):
     cluster_added = Signal(object)  # Added or AppError
     consent_asked = Signal(object)  # consent.Question: an SSH host's first request
     switch_checked = Signal(str, object)  # name, whether the provider can offer another account
+    _begun = Signal(str, bool)  # name, started by a program (kubectl), not by a person
+    _ended = Signal(str, str, bool)  # name, error, cancelled (by a person or by Quit)
+    _refresh_refused = Signal(str, str)  # name, why
 
     def __init__(self, core: Core, settings: Settings, clock: Callable[[], datetime]) -> None:
         super().__init__()
@@ -147,10 +157,18 @@ class TrayController(QObject):
         logins.observers.append(self)
         if broker.consent is not None:
             broker.consent.ask = self.consent_asked.emit  # the person decides about SSH hosts
-        self.finished_login.connect(self._on_finished)
+        self._waiting_untold: set[str] = set()
+        self._required_told: set[str] = set()
+        self._cancelled_by_person: set[str] = set()
+        self._refresh_told: set[str] = set()
+        self._begun.connect(self._on_started)
+        self._ended.connect(self._on_finished)
         self.needs_login.connect(self._on_required)
         self.progress.connect(self._on_progress)
         self.finished_login.connect(self._forget_login)
+        self.device_code.connect(self._on_device_code)
+        self.prompt.connect(self._on_prompt)  # before the view's: it opens a modal dialog
+        self._refresh_refused.connect(self._on_refresh_refused)
 
     def apply_settings(self) -> None:
         """Make the settings take effect (after loading, and after the Settings window)."""
@@ -168,19 +186,37 @@ class TrayController(QObject):
 
     def login_started(self, login: Login) -> None:
         login.join(DesktopConversation(self, login.name, login.origin))
+        self._begun.emit(login.name, not login.explicit)
         self.started_login.emit(login.name)
 
-    def login_finished(self, name: str, error: AppError | None) -> None:
-        self.finished_login.emit(name, error.one_line() if error else "")
+    def login_finished(self, login: Login) -> None:
+        error = login.error.one_line() if login.error else ""
+        self.finished_login.emit(login.name, error)
+        self._ended.emit(login.name, error, login.cancelled.is_set())  # a person's, or Quit
 
     def login_required(self, name: str, reason: str) -> None:
         self.needs_login.emit(name, reason)
 
-    # -- notifications (GUI thread) -----------------------------------------------------------
+    def refresh_failed(self, name: str, reason: str, final: bool) -> None:
+        if final:
+            self._refresh_refused.emit(name, reason)
 
-    def _on_finished(self, name: str, error: str) -> None:
+    # -- notifications (GUI thread): one per event, none for what the person did -------------
+
+    def _on_started(self, name: str, by_program: bool) -> None:
+        self._required_told.discard(name)
+        self._cancelled_by_person.discard(name)
+        if by_program:
+            self._waiting_untold.add(name)  # said once, when it is clear how to log in
+
+    def _on_finished(self, name: str, error: str, cancelled: bool) -> None:
         self.changed.emit()
-        if error and self.settings.notify_failures:
+        self._waiting_untold.discard(name)
+        if cancelled:
+            self._cancelled_by_person.add(name)  # kubectl's retries hear it; the person knows
+        elif not error:
+            self._refresh_told.discard(name)
+        elif self.settings.notify_failures:
             self.notify.emit("failure", name, f"Login to {name} failed", error)
 
     def _in_flight(self, name: str) -> Login | None:
@@ -192,10 +228,70 @@ class TrayController(QObject):
 
     def _on_progress(self, name: str, text: str) -> None:
         login = self._in_flight(name)
-        if login is None or text != login.browser_error:
+        if login is None:
             return
+        if text == login.browser_error:
+            self._waiting_untold.discard(name)  # this one says kubectl waits, too
+            if self.settings.notify_failures:
+                self.notify.emit(
+                    "browser",
+                    name,
+                    f"The browser did not open for {name}",
+                    "Open the login page, or copy the link into a browser." + _browser_why(text),
+                )
+        elif login.url and not login.device and text.startswith("Waiting for the login"):
+            self._tell_waiting(name, "Log in in the browser window that opened.")
+        elif login.url and not login.device and text.startswith("Open this URL"):
+            self._tell_waiting(name, "Open the login page to log in.")
+
+    def _on_device_code(self, name: str, code: str, uri: str) -> None:
+        host = urlsplit(uri).netloc or uri
+        self._tell_waiting(name, f"Enter the code {code} at {host}.")
+
+    def _on_prompt(self, name: str, text: str, _secret: bool, _answer: object) -> None:
+        self._tell_waiting(name, f"kubetray asks: {text.strip()}")
+
+    def _tell_waiting(self, name: str, how: str) -> None:
+        """kubectl started this login (not the person, in the app): say so once, and how."""
+        if name not in self._waiting_untold:
+            return
+        self._waiting_untold.discard(name)
+        if self.settings.notify_login_needed:
+            self.notify.emit("waiting", name, f"kubectl needs you to log in to {name}", how)
+
+    def _on_required(self, name: str, reason: str) -> None:
+        """A blocked identity was asked for again (each kubectl retry): once per block, and not
+        at all when the block is the person's own cancel."""
+        if name in self._cancelled_by_person or name in self._required_told:
+            return
+        self._required_told.add(name)
+        if self.settings.notify_login_needed:
+            self.notify.emit("login", name, f"kubectl needs you to log in to {name}", reason)
+
+    def _on_refresh_refused(self, name: str, reason: str) -> None:
+        if name in self._refresh_told:
+            return
+        self._refresh_told.add(name)
         if self.settings.notify_failures:
-            self.notify.emit("browser", name, f"The browser did not open for {name}", text)
+            self.notify.emit(
+                "refresh",
+                name,
+                f"{name} needs a new login",
+                f"The provider refused to refresh it ({reason}).",
+            )
+
+    def login_stage(self, name: str) -> str:
+        """Where the login in flight for ``name`` stands, in a few words (the tray's line)."""
+        login = self._in_flight(name)
+        if login is None:
+            return "logging in"
+        if login.device:
+            return f"enter code {login.device[0]}"
+        if login.browser_error:
+            return "the browser did not open"
+        if login.url:
+            return "waiting for browser"
+        return "logging in"
 
     def login_link(self, name: str) -> str | None:
         """Where the person logs in for the login in flight: the page or the device URL."""
@@ -203,10 +299,6 @@ class TrayController(QObject):
         if login is None:
             return None
         return login.device[1] if login.device else login.url
-
-    def _on_required(self, name: str, reason: str) -> None:
-        if self.settings.notify_login_needed:
-            self.notify.emit("login", name, f"kubectl needs you to log in to {name}", reason)
 
     def check_expiring(self) -> None:
         """Warn once per token when it expires within 10 minutes and cannot refresh."""
@@ -316,8 +408,10 @@ class TrayController(QObject):
             asked_by = f"kubectl on {login.origin} (over SSH)"
         elif name in self._requested:
             asked_by = "you, from kubetray"
+        elif login is not None and login.explicit:
+            asked_by = "kubetray login"
         else:
-            asked_by = "kubectl (or kubetray login), through kubetray-exec"
+            asked_by = "kubectl, through kubetray-exec"
         return LoginFacts(name, provider, asked_by)
 
     def keep_answer(self, name: str, answer: str) -> None:

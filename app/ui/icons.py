@@ -49,6 +49,19 @@ def state_icon(state: str) -> QIcon:
     return icon
 
 
+def app_icon_file() -> Path:
+    """kubetray's own picture (notifications, the desktop entry): the ready icon, large."""
+    return resources_dir() / "icons" / "kubetray-ok-light-64.png"
+
+
+def app_icon() -> QIcon:
+    """kubetray's window and application icon."""
+    icon = QIcon()
+    for size in (22, 32, 64):
+        icon.addFile(str(resources_dir() / "icons" / f"kubetray-ok-light-{size}.png"))
+    return icon
+
+
 def overall_state(identities: list[IdentityStatus]) -> str:
     """Nothing set up; else error beats login-needed beats expiring beats ok."""
     if not identities:

@@ -17,7 +17,9 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
-log = logging.getLogger("kubetray.notify")
+from app.ui import icons
+
+log = logging.getLogger(__name__)
 
 SERVICE = "org.freedesktop.Notifications"
 PATH = "/org/freedesktop/Notifications"
@@ -33,6 +35,7 @@ class DesktopNotifications(QObject):
         super().__init__()
         self._conn: Any = None
         self._names: dict[int, str] = {}
+        self._last: dict[str, int] = {}
         self._stop = threading.Event()
         self._listener: threading.Thread | None = None
         if not sys.platform.startswith("linux"):
@@ -73,12 +76,18 @@ class DesktopNotifications(QObject):
         from jeepney import DBusAddress, new_method_call
 
         flat = [part for key, label in actions for part in (key, label)]
-        hints: dict[str, tuple[str, Any]] = {"desktop-entry": ("s", "kubetray")}
+        icon = icons.app_icon_file().as_uri()
+        hints: dict[str, tuple[str, Any]] = {
+            "desktop-entry": ("s", "kubetray"),
+            "image-path": ("s", icon),
+        }
+        # One notification per identity on screen: a newer one about it replaces the last.
+        replaces = self._last.get(name, 0)
         message = new_method_call(
             DBusAddress(PATH, bus_name=SERVICE, interface=SERVICE),
             "Notify",
             "susssasa{sv}i",
-            ("kubetray", 0, "kubetray", title, text, flat, hints, -1),
+            ("kubetray", replaces, icon, title, text, flat, hints, -1),
         )
         try:
             reply = self._conn.send_and_get_reply(message, timeout=CALL_TIMEOUT)
@@ -87,6 +96,7 @@ class DesktopNotifications(QObject):
             log.info("the notification service did not take the notification: %s", e)
             return False
         self._names[int(ident)] = name
+        self._last[name] = int(ident)
         return True
 
     def _listen(self) -> None:

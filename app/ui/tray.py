@@ -3,6 +3,7 @@ what the controller reports and forwards clicks."""
 
 from functools import partial
 from typing import Any
+from urllib.parse import urlsplit
 
 from PySide6.QtCore import QObject, QTimer, QUrl
 from PySide6.QtGui import QAction, QDesktopServices
@@ -30,6 +31,30 @@ def dispose(obj: QObject) -> None:
     if isinstance(obj, QWidget):
         obj.close()
     Shiboken.delete(obj)
+
+
+NOTIFICATION_ACTIONS: dict[str, tuple[tuple[str, str], ...]] = {
+    "login": (("login", "Log in"),),
+    "expiring": (("login", "Log in"),),
+    "failure": (("login", "Log in"),),
+    "refresh": (("login", "Log in"),),
+    "browser": (("open", "Open login page"), ("copy", "Copy link")),
+    "waiting": (("open", "Open login page"), ("copy", "Copy link")),
+}
+"""The buttons of each kind of notification, by key (see _notification_action)."""
+
+MENU_TEXT = 60
+"""The longest text in the menu: a login URL once made it as wide as the screen."""
+
+
+def menu_text(text: str, limit: int = MENU_TEXT) -> str:
+    """``text`` for a QAction: one line, at most ``limit`` characters (the middle elided), and
+    ``&`` doubled so that Qt shows it instead of making the next letter a shortcut."""
+    text = " ".join(text.split())
+    if len(text) > limit:
+        head = (limit - 1) // 2
+        text = text[:head] + "…" + text[len(text) - (limit - 1 - head) :]
+    return text.replace("&", "&&")
 
 
 def open_link(url: str) -> None:
@@ -75,6 +100,10 @@ class TrayApp(QObject):
         self._progress: dict[str, str] = {}
         self._signature: object = None
         self._info: dict[str, QAction] = {}
+        """Each identity's line in the menu."""
+        self.identity_menus: dict[str, QMenu] = {}
+        self._submenus: list[QMenu] = []
+        self._old_submenus: list[QMenu] = []
         self._clicked_login: str | None = None
         self._closed = False
         controller.changed.connect(self.refresh)
@@ -127,8 +156,9 @@ class TrayApp(QObject):
             self._build_menu(identities)
         for ident in identities:
             action = self._info.get(ident.name)
-            if action is not None:
-                action.setText(self._line(ident, now))
+            line = self._line(ident, now)
+            if action is not None and action.text() != line:
+                action.setText(line)
 
     def _tooltip(self, identities: list[IdentityStatus], now: Any) -> str:
         if not identities:
@@ -138,62 +168,100 @@ class TrayApp(QObject):
         )
 
     def _line(self, ident: IdentityStatus, now: Any) -> str:
-        parts = [who(ident) or ident.kind, str(ident.state)]
+        """The identity's one line in the menu: its name and a short state."""
+        return menu_text(f"{ident.name}  ·  {self._short_state(ident, now)}")
+
+    def _short_state(self, ident: IdentityStatus, now: Any) -> str:
+        if ident.state is State.LOGGING_IN:
+            return self.controller.login_stage(ident.name)
         left = time_left(ident.expires, now)
-        if left:
-            parts.append(left)
-        progress = self._progress.get(ident.name)
-        if ident.state is State.LOGGING_IN and progress:
-            parts.append(progress)
-        return "  ·  ".join(p for p in parts if p)
+        if ident.state in (State.READY, State.EXPIRING) and left:
+            return f"{ident.state}  ·  {left}"
+        return str(ident.state)
 
     def _build_menu(self, identities: list[IdentityStatus]) -> None:
         menu, c = self.menu, self.controller
         menu.clear()
+        # Submenus of the last build go at the next one: one of their actions may be running.
+        for old in self._old_submenus:
+            dispose(old)
+        self._old_submenus = self._submenus
+        self._submenus = []
         self._info.clear()
+        self.identity_menus.clear()
         now = c.clock()
         menu.addAction("Open kubetray", self.show_main_window)
         menu.addSeparator()
         if not identities:
             menu.addAction("No identities yet: add a cluster, or run kubectl").setEnabled(False)
         for ident in identities:
-            name = ident.name
-            menu.addSection(name)
-            info = menu.addAction(self._line(ident, now))
-            info.setEnabled(False)
-            self._info[name] = info
-            if ident.kind != OIDC:
-                continue
-            if ident.state is State.LOGGING_IN:
-                link = c.login_link(name)
-                if link:
-                    menu.addAction("Open login page", partial(open_link, link))
-                    menu.addAction("Copy link", partial(copy_link, link))
-                menu.addAction("Cancel login", partial(c.cancel, name))
-            elif ident.state in (State.NEEDS_LOGIN, State.EXPIRED, State.ERROR):
-                menu.addAction("Log in", partial(c.log_in, name))
-            else:
-                menu.addAction("Log out", partial(c.log_out, name))
-                menu.addAction("Switch account", partial(c.switch_account, name))
-            menu.addAction("Remove identity", partial(self._remove, name))
+            sub = QMenu(self._line(ident, now))
+            self._submenus.append(sub)
+            self.identity_menus[ident.name] = sub
+            self._fill_identity_menu(sub, ident, now)
+            self._info[ident.name] = menu.addMenu(sub)
         if c.store_notice:
             menu.addSeparator()
-            menu.addAction(c.store_notice[:1].upper() + c.store_notice[1:]).setEnabled(False)
+            notice = c.store_notice[:1].upper() + c.store_notice[1:]
+            entry = menu.addAction(menu_text(notice))
+            entry.setEnabled(False)
+            entry.setToolTip(notice)
         menu.addSeparator()
-        menu.addAction("Log in to all", c.log_in_to_all)
+        if len(c.logins.stale(now)) > 1:
+            menu.addAction("Log in to all", c.log_in_to_all)
         menu.addAction("Add cluster…", self.add_cluster)
-        menu.addAction("Diagnostics", self.show_diagnostics)
         menu.addAction("Settings", self.show_settings)
+        menu.addAction("Diagnostics", self.show_diagnostics)
         menu.addSeparator()
         menu.addAction("Quit kubetray", QApplication.quit)
 
-    def action_texts(self) -> list[str]:
-        """The menu as text (sections included), for tests and screen readers."""
-        return [a.text() for a in self.menu.actions() if a.text()]
+    def _fill_identity_menu(self, sub: QMenu, ident: IdentityStatus, now: Any) -> None:
+        """One identity's actions; its first line says who it is (disabled, for reading)."""
+        name, c = ident.name, self.controller
+        issuer = urlsplit(ident.issuer).netloc if ident.issuer else ""
+        detail = [who(ident) or issuer or ident.kind]
+        left = time_left(ident.expires, now)
+        if left:
+            detail.append(left)
+        sub.addAction(menu_text("  ·  ".join(detail))).setEnabled(False)
+        sub.addSeparator()
+        if ident.kind == OIDC:
+            if ident.state is State.LOGGING_IN:
+                link = c.login_link(name)
+                if link:
+                    sub.addAction("Open login page", partial(open_link, link))
+                    sub.addAction("Copy link", partial(copy_link, link))
+                sub.addAction("Cancel login", partial(c.cancel, name))
+            elif ident.state in (State.NEEDS_LOGIN, State.EXPIRED, State.ERROR):
+                sub.addAction("Log in", partial(c.log_in, name))
+            else:
+                sub.addAction("Log out", partial(c.log_out, name))
+                sub.addAction("Switch account", partial(c.switch_account, name))
+        sub.addSeparator()
+        sub.addAction("Remove identity", partial(self._remove, name))
 
-    def trigger(self, text: str) -> None:
-        """Click the menu entry ``text`` (its first occurrence after the identity, if any)."""
-        for action in self.menu.actions():
+    def _actions(self, menu: QMenu | None = None) -> list[QAction]:
+        """Every action of the menu, each identity's submenu right after its line."""
+        out: list[QAction] = []
+        for action in (menu or self.menu).actions():
+            out.append(action)
+            sub = action.menu()
+            if isinstance(sub, QMenu):
+                out.extend(self._actions(sub))
+        return out
+
+    def action_texts(self, deep: bool = True) -> list[str]:
+        """The menu as it reads (``&&`` shows as ``&``), submenus too unless not ``deep``; for
+        tests and screen readers."""
+        actions = self._actions() if deep else self.menu.actions()
+        return [a.text().replace("&&", "&") for a in actions if a.text()]
+
+    def trigger(self, text: str, identity: str | None = None) -> None:
+        """Click the menu entry ``text`` (in ``identity``'s submenu, if given)."""
+        scope = self.menu
+        if identity is not None:
+            scope = self.identity_menus[identity]
+        for action in self._actions(scope):
             if action.text() == text and action.isEnabled():
                 action.trigger()
                 return
@@ -241,11 +309,15 @@ class TrayApp(QObject):
         if self._closed:  # queued by a login thread before Quit; the tray is gone
             return
         self.notifications.append((kind, title, text))
-        if kind == "login":
-            self._clicked_login = name
-        actions = (("login", "Log in"),) if kind in ("login", "expiring", "failure") else ()
+        # A click on Qt's message (no buttons there) starts the login it asks for.
+        self._clicked_login = (
+            name if ("login", "Log in") in NOTIFICATION_ACTIONS.get(kind, ()) else None
+        )
+        actions = NOTIFICATION_ACTIONS.get(kind, ())
         if self.desktop_notifications.notify(name, title, text, actions):
             return  # the desktop's own service shows it (history, do-not-disturb, actions)
+        if actions and actions[0][0] == "open":  # Qt's message has no buttons: say where
+            text = f"{text} (Open login page and Copy link are in kubetray's menu.)"
         if self.tray is not None:
             self.tray.showMessage(title, text, icons.state_icon(self.state))
         elif self.status_window is not None:
@@ -257,6 +329,10 @@ class TrayApp(QObject):
     def _notification_action(self, name: str, key: str) -> None:
         if key == "login":
             self.controller.log_in(name)
+        elif key in ("open", "copy"):
+            link = self.controller.login_link(name)
+            if link:
+                (open_link if key == "open" else copy_link)(link)
         elif key == "default":  # a click on the notification itself
             self.show_main_window()
 
@@ -313,6 +389,10 @@ class TrayApp(QObject):
         if self.tray is not None:
             self.tray.hide()
             dispose(self.tray)
+        for sub in (*self._submenus, *self._old_submenus):
+            dispose(sub)
+        self._submenus.clear()
+        self._old_submenus.clear()
         dispose(self.menu)
 
     def bring_forward(self) -> None:

@@ -2,15 +2,20 @@
 // Prints one JSON line {"issuer": ...} when ready. Settings come as one JSON argument:
 //   {"ttl": {"AccessToken": 60, "IdToken": 60, ...}, "extraClients": [...], "password": true,
 //    "dateSkew": 300, "noIdTokenOnRefresh": true, "revocationNeedsClientAuth": true,
-//    "signingAlg": "ES256"}  (RS256 by default; PS256, ES256, EdDSA or Ed25519 for id_tokens)
+//    "signingAlg": "ES256", (RS256 by default; PS256, ES256, EdDSA or Ed25519 for id_tokens)
+//    "clientCredentials": true}  (a confidential client "machine", secret "machine-secret",
+//    for the client credentials grant; with resource=https://kubernetes.test its access
+//    token is a JWT for audience "kubernetes", as an API server can verify with the JWKS),
+//    "allowedOrigins": ["https://portal.example"]}  (CORS: Origin headers the token endpoint takes)
 // Logins use oidc-provider's devInteractions pages: any login name, any password.
+// GET /test/counts: token requests by grant type; GET /test/headers: every request's headers.
 import { generateKeyPairSync } from 'node:crypto';
 import http from 'node:http';
 import Provider, { errors } from 'oidc-provider';
 
 const settings = JSON.parse(process.argv[2] || '{}');
 const ttl = { AccessToken: 3600, IdToken: 3600, RefreshToken: 86400, DeviceCode: 600,
-  Grant: 86400, Session: 86400, Interaction: 600, ...(settings.ttl || {}) };
+  Grant: 86400, Session: 86400, Interaction: 600, ClientCredentials: 3600, ...(settings.ttl || {}) };
 
 const signingAlg = settings.signingAlg || 'RS256';
 const keyType = { ES256: ['ec', { namedCurve: 'P-256' }], EdDSA: ['ed25519', {}], Ed25519: ['ed25519', {}] };
@@ -45,13 +50,38 @@ const server = http.createServer();
 await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
 const issuer = `http://127.0.0.1:${server.address().port}`;
 
+// A confidential client that gets tokens for itself (RFC 6749 §4.4), no person, no redirect.
+const machineClient = {
+  client_id: 'machine',
+  client_secret: 'machine-secret',
+  token_endpoint_auth_method: 'client_secret_basic',
+  grant_types: ['client_credentials'],
+  response_types: [],
+  redirect_uris: [],
+};
+const KUBERNETES = 'https://kubernetes.test';
+
 const provider = new Provider(issuer, {
-  clients: [nativeClient('kubectl'), nativeClient('other-audience'), ...(settings.extraClients || [])],
+  clients: [nativeClient('kubectl'), nativeClient('other-audience'),
+    ...(settings.clientCredentials ? [machineClient] : []), ...(settings.extraClients || [])],
   jwks: { keys: [jwk] },
   pkce: { required: () => true },
   features: {
     devInteractions: { enabled: true },
     deviceFlow: { enabled: true },
+    clientCredentials: { enabled: Boolean(settings.clientCredentials) },
+    // Resource indicators (RFC 8707): the one resource server is "the cluster", whose access
+    // tokens are JWTs (opaque without a resource, oidc-provider's default).
+    resourceIndicators: {
+      enabled: true,
+      defaultResource: async (ctx, client, oneOf) => oneOf,
+      useGrantedResource: async () => false,
+      getResourceServerInfo: async (ctx, resourceIndicator) => {
+        if (resourceIndicator !== KUBERNETES) throw new errors.InvalidTarget();
+        return { scope: 'openid', audience: 'kubernetes', accessTokenFormat: 'jwt',
+          accessTokenTTL: ttl.ClientCredentials, jwt: { sign: { alg: signingAlg } } };
+      },
+    },
     revocation: {
       enabled: true,
       // A provider that lets only authenticated (confidential) clients revoke: a public client
@@ -67,6 +97,12 @@ const provider = new Provider(issuer, {
     },
   },
   ttl,
+  // CORS by client (oidc-provider's clientBasedCORS): a token request that carries an Origin
+  // header (kubelogin's --oidc-request-header=Origin=...) from a confidential client is refused
+  // by default; settings.allowedOrigins lists the origins allowed instead.
+  ...(settings.allowedOrigins ? {
+    clientBasedCORS: (ctx, origin) => settings.allowedOrigins.includes(origin),
+  } : {}),
   clockTolerance: 0,
   conformIdTokenClaims: false,
   scopes: ['openid', 'offline_access', 'email', 'profile', 'groups'],
@@ -143,8 +179,19 @@ provider.on('grant.error', (ctx, err) => {
 provider.on('grant.revoked', () => { counts.revoked = (counts.revoked || 0) + 1; });
 
 
+// Every request's method, path and headers, in order (what --oidc-request-header sent).
+const seen = [];
+
 const callback = provider.callback();
 server.on('request', (req, res) => {
+  if (req.url === '/test/headers') {
+    res.setHeader('content-type', 'application/json');
+    res.end(JSON.stringify(seen));
+    return;
+  }
+  if (!req.url.startsWith('/test/')) {
+    seen.push({ method: req.method, path: req.url.split('?')[0], headers: req.headers });
+  }
   if (settings.dateSkew) {  // a provider whose clock is off by dateSkew seconds
     res.setHeader('date', new Date(Date.now() + settings.dateSkew * 1000).toUTCString());
   }

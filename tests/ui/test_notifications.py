@@ -1,9 +1,12 @@
 """Notifications reach the desktop's own service (a small org.freedesktop.Notifications server on
 the tests' private D-Bus session), and its *Log in* action starts a login."""
 
+import contextlib
 import os
 import threading
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,14 +19,18 @@ from jeepney import (
     new_signal,
 )
 from jeepney.io.blocking import Proxy, open_dbus_connection
+from PySide6.QtGui import QGuiApplication
 
 from app.broker.broker import utcnow
 from app.broker.logins import Logins
+from app.errors import AppError
+from app.oidc.tokens import TokenSet
 from app.settings import Settings
 from app.ui.controller import TrayController
 from app.ui.notify import PATH, SERVICE
 from app.ui.tray import TrayApp
-from tests.core import make_core
+from tests.core import give_tokens, make_core
+from tests.fakes import SilentCaller
 from tests.idp import run_idp
 from tests.ui.test_tray import oidc_identity
 
@@ -119,3 +126,116 @@ def test_without_a_service_the_balloon_stands_in(qtbot, view) -> None:  # type: 
     app.tray.showMessage = lambda title, *_: shown.append(title)  # type: ignore[method-assign]
     app.show_notification("failure", "x", "Login to x failed", "because")
     assert shown == ["Login to x failed"]
+
+
+def test_the_persons_own_cancel_notifies_nothing(qtbot, server: NotificationServer, view) -> None:  # type: ignore[no-untyped-def]
+    app, logins = view
+    with run_idp() as idp:
+        identity, settings = oidc_identity(idp)
+        logins.identity(settings, identity.name)
+        with qtbot.wait_signal(app.controller.device_code, timeout=15000):
+            app.controller.log_in(identity.name)  # the person, in the app: no "kubectl needs"
+        app.device_windows[identity.name].cancel_button.click()
+        qtbot.wait_until(lambda: not app.controller.logging_in(identity.name), timeout=10000)
+        qtbot.wait(300)
+    assert server.received == [] and app.notifications == []
+
+
+def test_a_login_kubectl_starts_is_told_once_with_how(
+    qtbot, server: NotificationServer, view
+) -> None:  # type: ignore[no-untyped-def]
+    app, logins = view
+    with run_idp() as idp:
+        identity, settings = oidc_identity(idp)
+        errors: list[str] = []
+
+        def kubectl() -> None:
+            try:
+                logins.token(logins.identity(settings, identity.name), SilentCaller())
+            except AppError as e:
+                errors.append(e.message)
+
+        threading.Thread(target=kubectl, daemon=True).start()
+        qtbot.wait_until(lambda: len(server.received) == 1, timeout=15000)
+        _app, _replaces, icon, summary, body, actions, hints, _t = server.received[0]
+        assert summary == f"kubectl needs you to log in to {identity.name}"
+        assert body.startswith("Enter the code ") and body.endswith(f" at {idp.issuer[7:]}.")
+        assert actions == ["open", "Open login page", "copy", "Copy link"]
+        assert icon.startswith("file://") and Path(icon[7:]).is_file()
+        assert hints["image-path"] == ("s", icon)
+        server.invoke(1, "copy")
+        qtbot.wait_until(
+            lambda: QGuiApplication.clipboard().text().startswith(f"{idp.issuer}/device"),
+            timeout=5000,
+        )
+        app.device_windows[identity.name].cancel_button.click()  # the person says no
+        qtbot.wait_until(lambda: bool(errors), timeout=10000)
+        kubectl()  # kubectl's retry: the login is blocked after the cancel
+        qtbot.wait(300)
+    assert len(server.received) == 1, server.received[1:]
+
+
+def test_the_browser_that_did_not_open_is_short_and_has_the_link(
+    qtbot, server: NotificationServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    from app.oidc.browser import Browser
+
+    monkeypatch.setenv("KUBETRAY_CONFIG_DIR", str(tmp_path / "config"))
+    monkeypatch.delenv("SSH_CONNECTION", raising=False)
+    core, _ = make_core(tmp_path, browser=lambda _c: Browser("false"))
+    app = TrayApp(TrayController(core, Settings(), utcnow), tray=True)
+    try:
+        with run_idp() as idp:
+            identity, settings = oidc_identity(idp, grant="authcode")
+            core.logins.identity(settings, identity.name)
+
+            def kubectl() -> None:  # kubectl asks: told that it waits, then that it failed
+                with contextlib.suppress(AppError):
+                    st = core.logins.identity(settings, identity.name)
+                    core.logins.token(st, SilentCaller())
+
+            threading.Thread(target=kubectl, daemon=True).start()
+            qtbot.wait_until(lambda: bool(server.received), timeout=15000)
+            qtbot.wait(1500)  # "Waiting for the login in your browser" came before the failure
+            summaries = [r[3] for r in server.received]
+            assert summaries[-1] == f"The browser did not open for {identity.name}"
+            _a, replaces, _i, _s, body, actions, _h, _t = server.received[-1]
+            assert body.startswith("Open the login page, or copy the link into a browser.")
+            assert "http" not in body and len(body) < 120 and "\n" not in body
+            assert actions == ["open", "Open login page", "copy", "Copy link"]
+            if len(server.received) == 2:  # the waiting one, replaced on screen
+                assert replaces == 1
+            server.invoke(len(server.received), "copy")
+            qtbot.wait_until(
+                lambda: QGuiApplication.clipboard().text().startswith(f"{idp.issuer}/auth?"),
+                timeout=5000,
+            )
+            app.controller.cancel(identity.name)
+            qtbot.wait_until(lambda: not app.controller.logging_in(identity.name), timeout=10000)
+    finally:
+        app.shutdown()
+        core.stop()
+        qtbot.wait(50)
+
+
+def test_a_refused_refresh_is_notified_once(qtbot, server: NotificationServer, view) -> None:  # type: ignore[no-untyped-def]
+    app, logins = view
+    core = app.controller
+    with run_idp() as idp:
+        identity, settings = oidc_identity(idp)
+        logins.identity(settings, identity.name)
+        now = datetime.now(UTC)
+        tokens = TokenSet(
+            expires_at=now + timedelta(minutes=1),
+            issued_at=now - timedelta(hours=1),
+            id_token="t",
+            refresh_token="revoked-long-ago",  # oidc-provider answers invalid_grant
+        )
+        give_tokens(core, core.logins._store, identity.name, tokens)  # type: ignore[arg-type]
+        logins.start()  # refresh ahead: due already
+        qtbot.wait_until(lambda: bool(server.received), timeout=15000)
+        qtbot.wait(1000)
+    [(_app, _r, _icon, summary, body, actions, _h, _t)] = server.received
+    assert summary == f"{identity.name} needs a new login"
+    assert body.startswith("The provider refused to refresh it (") and "invalid_grant" in body
+    assert actions == ["login", "Log in"]

@@ -7,7 +7,7 @@ import pytest
 from app.broker.registry import Registry
 from app.identity import normalize_issuer, unique_name
 from app.oidc.settings import OIDCSettings
-from exec_helper.options import resolve
+from exec_helper.options import OptionsError, resolve
 
 
 @pytest.mark.parametrize(
@@ -80,12 +80,15 @@ def test_names_are_unique_and_chosen_names_win(tmp_path: Path) -> None:
     assert c.identity.name == "prod-2"
     assert reg.oidc(c.settings, chosen="staging") is c and c.identity.name == "staging"
     assert reg.oidc(c.settings) is c and c.identity.name == "staging"  # the name sticks
+    # A second kubeconfig naming the same login otherwise does not rename it (issue 24).
+    assert reg.oidc(c.settings, chosen="team-b") is c and c.identity.name == "staging"
     assert unique_name("x", {"x", "x-2"}) == "x-3"
     # After a restart: the same identities, names and settings, from the index alone.
     again = Registry(str(tmp_path / "ids.json"), reserved=lambda: ["prod"])
     assert sorted(st.identity.name for st in again.known()) == ["k@idp", "staging", "u@idp"]
     assert again.find("staging") is not None
     assert again.find("staging").settings == c.settings  # type: ignore[union-attr]
+    assert again.oidc(c.settings, chosen="team-b").identity.name == "staging"  # still chosen
     again.remove(c.identity.key)
     assert Registry(str(tmp_path / "ids.json")).find("staging") is None
 
@@ -102,3 +105,81 @@ def test_index_of_the_first_round_is_read_in_todays_form(tmp_path: Path) -> None
     assert st.legacy_key == "oidc|https://idp/|kubectl|||"
     same = reg.oidc(settings("--oidc-issuer-url=https://idp", "--oidc-client-id=kubectl"))
     assert same is st
+
+
+def test_a_chosen_name_renames_the_records_of_calls_too(tmp_path: Path) -> None:
+    """Diagnostics shows the name a person chose for the calls made before they chose it."""
+    from datetime import UTC, datetime
+
+    from app.broker.broker import Broker
+    from app.model import Caller, CallRecord
+    from app.static_credentials import StoredCredentials
+    from app.store.memory_store import MemorySecretStore
+    from exec_helper.options import resolve
+
+    broker = Broker(
+        StoredCredentials(MemorySecretStore(), str(tmp_path / "s.json")),
+        Registry(str(tmp_path / "ids.json")),
+    )
+    args = ["--oidc-issuer-url=https://idp", "--oidc-client-id=k"]
+    first = broker.identity(resolve(args))
+    assert first.identity.name == "k@idp"
+    broker.record(CallRecord(datetime.now(UTC), "k@idp", None, Caller(pid=1), True, None, 1.0))
+    broker.identity(resolve([*args, "--name=team"]))
+    assert [r.identity for r in broker.calls()] == ["team"]
+
+
+def test_request_headers_are_how_the_provider_is_reached_not_who_logs_in() -> None:
+    base = settings("--oidc-issuer-url=https://idp", "--oidc-client-id=k")
+    with_header = settings(
+        "--oidc-issuer-url=https://idp", "--oidc-client-id=k", "--oidc-request-header=Origin=o"
+    )
+    assert with_header.key == base.key and with_header.request_headers == (("Origin", "o"),)
+    assert with_header != base  # a provider client of its own
+    assert "Origin" not in repr(with_header)
+
+
+def test_a_machine_identity_is_not_the_person_who_logs_in_with_its_client() -> None:
+    person = settings("--oidc-issuer-url=https://idp", "--oidc-client-id=k")
+    machine = settings(
+        "--oidc-issuer-url=https://idp",
+        "--oidc-client-id=k",
+        "--oidc-client-secret=s",
+        "--grant-type=client-credentials",
+    )
+    assert machine.machine and not person.machine
+    assert machine.key != person.key and machine.fallback_name == "k@idp"
+
+
+def test_the_index_keeps_no_request_header(tmp_path: Path) -> None:
+    s = settings(
+        "--oidc-issuer-url=https://idp",
+        "--oidc-client-id=k",
+        "--oidc-request-header=X-Api-Key=topsecret",
+    )
+    Registry(str(tmp_path / "ids.json")).oidc(s)
+    assert "topsecret" not in (tmp_path / "ids.json").read_text()
+    again = Registry(str(tmp_path / "ids.json")).find("k@idp")
+    assert again is not None and again.settings is not None
+    assert again.settings.request_headers == () and again.identity.key == s.key
+
+
+def test_kubelogins_old_listen_port_and_access_type_flags() -> None:
+    s = settings(
+        "--oidc-issuer-url=https://idp",
+        "--oidc-client-id=k",
+        "--listen-address=127.0.0.1:9999",
+        "--listen-port=8000,18000",
+        "--oidc-access-type=offline",
+    )
+    assert s.listen_addresses == ("127.0.0.1:8000", "127.0.0.1:18000")  # as kubelogin: it wins
+    assert dict(s.extra_params) == {"access_type": "offline"}
+    with pytest.raises(OptionsError, match="--listen-port takes a port number"):
+        settings("--oidc-issuer-url=https://idp", "--oidc-client-id=k", "--listen-port=x")
+
+
+def test_client_credentials_need_the_client_secret() -> None:
+    with pytest.raises(OptionsError, match="needs --oidc-client-secret"):
+        settings(
+            "--oidc-issuer-url=https://i", "--oidc-client-id=k", "--grant-type=client-credentials"
+        )
