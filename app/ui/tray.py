@@ -236,9 +236,9 @@ class TrayApp(QObject):
                 sub.addAction("Log in", partial(c.log_in, name))
             else:
                 sub.addAction("Log out", partial(c.log_out, name))
-                sub.addAction("Switch account", partial(c.switch_account, name))
+                sub.addAction("Switch account…", partial(self._switch_account, name))
         sub.addSeparator()
-        sub.addAction("Remove identity", partial(self._remove, name))
+        sub.addAction("Remove identity…", partial(self._remove, name))
 
     def _actions(self, menu: QMenu | None = None) -> list[QAction]:
         """Every action of the menu, each identity's submenu right after its line."""
@@ -323,8 +323,20 @@ class TrayApp(QObject):
         elif self.status_window is not None:
             self.status_window.show_notice(title, text)
 
+    def _in_window(self, name: str) -> MainWindow:
+        """The main window, in front, with ``name`` selected: its questions are asked there."""
+        self.show_main_window()
+        assert self.main_window is not None
+        self.main_window.select(name)
+        return self.main_window
+
     def _remove(self, name: str) -> None:
-        self.controller.remove(name)
+        """Remove asks first, as the window does (it logs out and forgets the identity)."""
+        self._in_window(name).remove()
+
+    def _switch_account(self, name: str) -> None:
+        """The provider is asked first whether it can offer another account (the window)."""
+        self._in_window(name).switch_account(name)
 
     def _notification_action(self, name: str, key: str) -> None:
         if key == "login":

@@ -116,9 +116,25 @@ def test_remove_identity_from_the_menu(qtbot, view: TrayApp, parts, tmp_path: Pa
     logins.identity(settings, "team-dev")
     view.refresh()
     texts = view.action_texts()
-    assert "team-dev · needs login" in texts and "Remove identity" in texts
+    assert "team-dev · needs login" in texts and "Remove identity…" in texts
     assert view.state == "login"
-    view.trigger("Remove identity", "team-dev")
+    from tests.ui.modal import when_modal
+
+    asked: list[str] = []
+
+    def cancel(box) -> None:  # type: ignore[no-untyped-def]
+        asked.append(box.text())
+        box.reject()
+
+    when_modal(cancel)  # the menu asks first, as the window does
+    view.trigger("Remove identity…", "team-dev")
+    assert asked == ["Remove team-dev from kubetray?"] and logins.find("team-dev") is not None
+
+    def remove(box) -> None:  # type: ignore[no-untyped-def]
+        next(b for b in box.buttons() if b.text() == "Remove").click()
+
+    when_modal(remove)
+    view.trigger("Remove identity…", "team-dev")
     qtbot.wait_until(
         lambda: not any(t.startswith("team-dev") for t in view.action_texts()), timeout=5000
     )
@@ -150,7 +166,7 @@ def test_device_code_login_in_the_desktop(qtbot, view: TrayApp, parts) -> None: 
         qtbot.wait_until(lambda: not view.controller.logging_in(identity.name), timeout=20000)
         view.refresh()
         texts = view.action_texts()
-        assert "Log out" in texts and "Switch account" in texts
+        assert "Log out" in texts and "Switch account…" in texts
         assert any(t.startswith("alice@example.test [devs, team-alice] · ") for t in texts)
         assert any(t.startswith(f"{identity.name} · ready · ") for t in texts)
         qtbot.wait_until(lambda: identity.name not in view.device_windows, timeout=5000)

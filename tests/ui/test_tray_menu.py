@@ -110,5 +110,5 @@ def test_four_identities_make_a_short_menu(qtbot, view: TrayApp, core) -> None: 
     assert [a.text() for a in sub.actions() if a.text()] == [
         "prod.idp.invalid",
         "Log in",
-        "Remove identity",
+        "Remove identity…",
     ]
