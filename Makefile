@@ -92,8 +92,9 @@ bench-idle: system-deps install ## print the app's idle RSS and CPU (bench/idle)
 bench-hardening: system-deps install ## the agent under abuse: RSS, waits, load (bench/hardening)
 	scripts/with-keyring $(BIN)/python bench/hardening.py
 
-screenshots: system-deps install $(NODE_DEPS) ## regenerate docs/screenshots (Xvfb + trayer)
-	$(SUDO) apt-get install -y -qq --no-install-recommends xvfb trayer $(XCB_LIBS) >/dev/null
+screenshots: system-deps install $(NODE_DEPS) ## a person's session ten times on a real X desktop, then docs/screenshots
+	$(SUDO) apt-get install -y -qq --no-install-recommends xvfb trayer openbox dunst $(XCB_LIBS) >/dev/null
+	scripts/with-keyring $(BIN)/python scripts/person_run.py
 	scripts/with-keyring $(BIN)/python scripts/screenshots.py
 
 clean: ## remove the virtualenv and caches

@@ -18,7 +18,7 @@ from PySide6.QtGui import QGuiApplication, QImage, QPainter
 from PySide6.QtSvg import QSvgRenderer
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCE = ROOT / "resources" / "icons" / "kubetray-ok-light.svg"
+SOURCE = ROOT / "resources" / "icons" / "kubetray-app.svg"
 
 
 def render(size: int) -> QImage:

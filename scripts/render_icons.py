@@ -1,7 +1,7 @@
 """Write kubetray's icon SVG sources and render them to PNG with Qt (offscreen).
 
-Five tray states (ok, expiring, login, error, none: nothing set up yet), each for light and dark panels, and a
-monochrome macOS template image. Run: .venv/bin/python scripts/render_icons.py
+Five tray states (ok, expiring, login, error, none: nothing set up yet), each for light and dark panels, the
+app icon, and a monochrome macOS template image. Run: .venv/bin/python scripts/render_icons.py
 """
 
 import os
@@ -23,6 +23,9 @@ STATES = {  # badge colour, badge glyph (SVG path in a 10x10 box at the badge)
     "none": ("#8a8a8a", "M4 7 H10"),  # nothing set up yet
 }
 THEMES = {"light": "#2b2b2b", "dark": "#f2f2f2"}  # the panel they are read on: light or dark
+APP_COLOUR = "#326ce5"
+"""The app icon (windows, notifications, the desktop entry, installers): the wheel alone, in
+Kubernetes blue, so a failure notice does not carry the "ready" check mark."""
 
 WHEEL = (
     # A seven-spoked wheel (Kubernetes' helm) drawn as strokes in a 32x32 box.
@@ -67,6 +70,9 @@ def main() -> int:
             path = OUT / f"kubetray-{state}-{theme}.svg"
             path.write_text(svg(fg, badge, glyph))
             sources.append(path)
+    app = OUT / "kubetray-app.svg"  # the program's own picture: no state badge
+    app.write_text(svg(APP_COLOUR, None, None))
+    sources.append(app)
     template = OUT / "kubetray-template.svg"  # macOS colours template images itself
     template.write_text(svg("#000000", None, None))
     sources.append(template)

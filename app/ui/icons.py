@@ -50,15 +50,15 @@ def state_icon(state: str) -> QIcon:
 
 
 def app_icon_file() -> Path:
-    """kubetray's own picture (notifications, the desktop entry): the ready icon, large."""
-    return resources_dir() / "icons" / "kubetray-ok-light-64.png"
+    """kubetray's own picture (notifications, the desktop entry): the wheel, no state."""
+    return resources_dir() / "icons" / "kubetray-app-64.png"
 
 
 def app_icon() -> QIcon:
     """kubetray's window and application icon."""
     icon = QIcon()
     for size in (22, 32, 64):
-        icon.addFile(str(resources_dir() / "icons" / f"kubetray-ok-light-{size}.png"))
+        icon.addFile(str(resources_dir() / "icons" / f"kubetray-app-{size}.png"))
     return icon
 
 

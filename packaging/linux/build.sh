@@ -27,11 +27,11 @@ sed 's|^Exec=kubetray$|Exec=/usr/bin/kubetray|' resources/kubetray.desktop \
   > "$stage/usr/share/applications/kubetray.desktop"
 for px in 22 32 64; do
   mkdir -p "$stage/usr/share/icons/hicolor/${px}x${px}/apps"
-  cp "resources/icons/kubetray-ok-light-$px.png" \
+  cp "resources/icons/kubetray-app-$px.png" \
     "$stage/usr/share/icons/hicolor/${px}x${px}/apps/kubetray.png"
 done
 mkdir -p "$stage/usr/share/icons/hicolor/scalable/apps"
-cp resources/icons/kubetray-ok-light.svg "$stage/usr/share/icons/hicolor/scalable/apps/kubetray.svg"
+cp resources/icons/kubetray-app.svg "$stage/usr/share/icons/hicolor/scalable/apps/kubetray.svg"
 printf 'kubetray %s\nBundles Python %s, Qt (PySide6, LGPLv3) and their libraries.\n' \
   "$version" "$("$python" -c 'import platform; print(platform.python_version())')" \
   > "$stage/usr/share/doc/kubetray/copyright"
@@ -60,7 +60,7 @@ tarstage=build/tar/kubetray-$version
 rm -rf build/tar
 mkdir -p "$tarstage"
 cp -a "$bundle" "$tarstage/kubetray"
-cp resources/kubetray.desktop resources/icons/kubetray-ok-light.svg "$tarstage/"
+cp resources/kubetray.desktop resources/icons/kubetray-app.svg "$tarstage/"
 cp packaging/linux/install.sh "$tarstage/install.sh"
 chmod 755 "$tarstage/install.sh"
 tarball=$dist/kubetray-$version-linux-$(uname -m).tar.gz

@@ -33,6 +33,6 @@ ln -sf "$opt/kubetray" "$bin/kubetray"
 ln -sf "$opt/kubetray-exec" "$bin/kubetray-exec"
 sed "s|^Exec=kubetray\$|Exec=$opt/kubetray|" "$here/kubetray.desktop" \
   > "$share/applications/kubetray.desktop"
-cp "$here/kubetray-ok-light.svg" "$share/icons/hicolor/scalable/apps/kubetray.svg"
+cp "$here/kubetray-app.svg" "$share/icons/hicolor/scalable/apps/kubetray.svg"
 echo "installed kubetray in $opt; kubeconfig's exec command: $opt/kubetray-exec"
 case ":$PATH:" in *":$bin:"*) ;; *) echo "add $bin to your PATH to run kubetray" ;; esac

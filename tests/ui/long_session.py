@@ -1,5 +1,6 @@
 """A long session in the real app, then Quit: run as `python tests/ui/long_session.py ISSUER
-HELPER` (offscreen), by tests/ui/test_quit.py.
+HELPER [KUBECONFIG]` (offscreen), by tests/ui/test_quit.py, and under a real X desktop by
+scripts/person_run.py (`make screenshots`), which also passes a kubeconfig for Add cluster.
 
 The app is `app.ui.app.run()`, as `python -m app` runs it. kubectl's part is played by
 kubetray-exec calls from a thread; the person's part (answering one password dialog, cancelling
@@ -17,20 +18,39 @@ import time
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication, QMenu
 
-from app.ui.dialogs import LoginDialog
+from app.ui.dialogs import AddClusterDialog, LoginDialog
 
 V1 = '{"kind":"ExecCredential","apiVersion":"client.authentication.k8s.io/v1","spec":{"interactive":false}}'
 
 
 def main() -> int:
     issuer, helper = sys.argv[1], sys.argv[2]
+    kubeconfig = sys.argv[3] if len(sys.argv) > 3 else None
     app = QApplication(sys.argv)  # before run(): the timer below needs it
     app.setQuitOnLastWindowClosed(False)
     wanted: list[str] = []  # menu entries for the person to click, in order
     answers = ["pw-bob", None]  # the first password dialog answered, the second cancelled
 
+    adding: list[str] = []  # Add cluster's steps: fill, saved, logging in
+
+    def add_cluster(dialog: AddClusterDialog) -> None:
+        """The person fills Add cluster in, saves, and clicks Log in now."""
+        if not adding:
+            dialog.context.setText("person-run")
+            dialog.server.setText("https://127.0.0.1:9")  # nobody there: added with a warning
+            dialog.issuer.setText(issuer)
+            dialog.client_id.setText("kubectl")
+            dialog.kubeconfig.setText(kubeconfig or "")
+            dialog.save()
+            adding.append("saved")
+        elif adding == ["saved"] and getattr(dialog, "login_button", None) is not None:
+            dialog.login_button.click()
+            adding.append("logging in")
+
     def person() -> None:
         for widget in QApplication.topLevelWidgets():
+            if isinstance(widget, AddClusterDialog) and widget.isVisible():
+                add_cluster(widget)
             if isinstance(widget, LoginDialog) and widget.isVisible() and answers:
                 answer = answers.pop(0)
                 if answer is None:
@@ -72,6 +92,17 @@ def main() -> int:
         device.join()
         while wanted:
             time.sleep(0.05)
+        if kubeconfig:  # the person's part on a real desktop: log out, Add cluster, Log in now
+            wanted.extend(["Log out", "Add cluster…"])
+            deadline = time.monotonic() + 20
+            while adding != ["saved", "logging in"] and time.monotonic() < deadline:
+                time.sleep(0.05)
+            time.sleep(1.0)
+            wanted.append("Cancel login")  # the new cluster's login, waiting for a browser
+            while wanted and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if wanted or adding != ["saved", "logging in"]:
+                print(f"person run: stuck at {wanted or adding}", file=sys.stderr)
         time.sleep(0.5)
         os.kill(os.getpid(), signal.SIGTERM)
 
