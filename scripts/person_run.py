@@ -53,10 +53,7 @@ def one_run(issuer: str, base: Path) -> tuple[bool, str]:
 
 
 def main() -> int:
-    if not os.environ.get("DISPLAY"):
-        procs = start_display()
-    else:
-        procs = []
+    procs = [] if os.environ.get("DISPLAY") else start_display()
     clean = 0
     try:
         with run_idp(password=True) as idp:
