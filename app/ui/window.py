@@ -130,7 +130,11 @@ class MainWindow(QWidget):
         self.add_dialog: AddClusterDialog | None = None
         self.settings_dialog: SettingsDialog | None = None
         controller.switch_checked.connect(self._switch_checked)
-        self.setWindowIcon(icons.state_icon(icons.OK))
+        # A login's link arrives after it started (the device code, the browser's URL):
+        # Open login page and Copy link follow it at once, not at the next tick.
+        controller.device_code.connect(self._login_moved)
+        controller.progress.connect(self._login_moved)
+        self.setWindowIcon(icons.app_icon())
         self.resize(900, 480)
         self._update_buttons()
 
@@ -291,6 +295,9 @@ class MainWindow(QWidget):
             return str(key[1])
         ident = self._identity_of(item)
         return ident.contexts[0] if ident is not None and ident.contexts else None
+
+    def _login_moved(self, *_args: object) -> None:
+        self._update_buttons()
 
     def _update_buttons(self) -> None:
         item = self._selected()
