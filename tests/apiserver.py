@@ -7,6 +7,7 @@ Answers just enough discovery for ``kubectl get ns`` and the Python client's
 import ssl
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -16,6 +17,29 @@ from app.demo.apiserver import answer
 from tests.pki import CA
 
 NAMESPACES = ["default", "kube-system", "kubetray-proof"]
+
+
+def id_tokens_of(jwks: dict[str, Any], issuer: str, audience: str) -> Callable[[str], bool]:
+    """What an API server configured for OIDC accepts: a JWT the provider signed (its JWKS),
+    for ``audience``, not expired (joserfc: a second implementation beside kubetray's)."""
+    from joserfc import jwt
+    from joserfc.jwk import KeySet
+
+    keys = KeySet.import_key_set(jwks)
+
+    def check(token: str) -> bool:
+        try:
+            claims = jwt.decode(token, keys).claims
+        except Exception:
+            return False
+        aud = claims.get("aud")
+        return bool(
+            claims.get("iss") == issuer
+            and audience in (aud if isinstance(aud, list) else [aud])
+            and claims["exp"] > time.time()
+        )
+
+    return check
 
 
 class APIServer:

@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.apiserver import NAMESPACES, APIServer
+from tests.apiserver import NAMESPACES, APIServer, id_tokens_of
 from tests.idp import IdP, run_idp
 from tests.peers import (
     ROOT,
@@ -68,23 +68,7 @@ TOKEN = _jwt({"sub": "matrix", "iat": TOKEN_IAT, "exp": TOKEN_EXP})
 
 def _checker(idp: IdP) -> Callable[[str], bool]:
     """The stand-in accepts an id_token that verifies against the provider's keys."""
-    from joserfc import jwt
-    from joserfc.jwk import KeySet
-
-    keys = KeySet.import_key_set(idp.jwks())
-
-    def check(token: str) -> bool:
-        try:
-            claims = jwt.decode(token, keys).claims
-        except Exception:
-            return False
-        return bool(
-            claims.get("iss") == idp.issuer
-            and claims.get("aud") == "kubectl"
-            and claims["exp"] > time.time()
-        )
-
-    return check
+    return id_tokens_of(idp.jwks(), idp.issuer, "kubectl")
 
 
 @dataclass

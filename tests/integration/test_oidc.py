@@ -16,10 +16,8 @@ from typing import Any
 
 import pytest
 import yaml
-from joserfc import jwt
-from joserfc.jwk import KeySet
 
-from tests.apiserver import NAMESPACES, APIServer
+from tests.apiserver import NAMESPACES, APIServer, id_tokens_of
 from tests.idp import BROWSE, IdP, browser_available, browser_log, run_idp
 from tests.peers import KubetrayEnv, kubectl_binaries, require
 from tests.pki import CA
@@ -43,20 +41,7 @@ def browser(kt: KubetrayEnv, keyring_session: None) -> Path:
 
 
 def checker(idp: IdP, audience: str = "kubectl") -> Any:
-    keys = KeySet.import_key_set(idp.jwks())
-
-    def check(token: str) -> bool:
-        try:
-            claims = jwt.decode(token, keys).claims
-        except Exception:
-            return False
-        return bool(
-            claims.get("iss") == idp.issuer
-            and claims.get("aud") == audience
-            and claims["exp"] > time.time()
-        )
-
-    return check
+    return id_tokens_of(idp.jwks(), idp.issuer, audience)
 
 
 @pytest.fixture

@@ -21,10 +21,8 @@ from typing import Any
 
 import pytest
 import yaml
-from joserfc import jwt
-from joserfc.jwk import KeySet
 
-from tests.apiserver import NAMESPACES, APIServer
+from tests.apiserver import NAMESPACES, APIServer, id_tokens_of
 from tests.idp import IdP, browser_available, browser_log, run_idp
 from tests.peers import KubetrayEnv, kubectl_binaries, require
 from tests.pki import CA
@@ -68,20 +66,7 @@ def use_browser(kt: KubetrayEnv, provider: Provider) -> Path:
 @contextlib.contextmanager
 def api_for(provider: Provider, audience: str) -> Iterator[APIServer]:
     """The API stand-in: accepts only id_tokens the provider signed for ``audience``."""
-    keys = KeySet.import_key_set(provider.jwks())
-
-    def check(token: str) -> bool:
-        try:
-            claims = jwt.decode(token, keys).claims
-        except Exception:
-            return False
-        aud = claims.get("aud")
-        return bool(
-            claims.get("iss") == provider.issuer
-            and audience in (aud if isinstance(aud, list) else [aud])
-            and claims["exp"] > time.time()
-        )
-
+    check = id_tokens_of(provider.jwks(), provider.issuer, audience)
     with APIServer(CA(), check_token=check) as server:
         yield server
 
