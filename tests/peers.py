@@ -294,3 +294,49 @@ def running_agent(kt: KubetrayEnv, *args: str, timeout: float = 20) -> Iterator[
         log = agent.stop()
         if log:
             print(f"--- kubetray agent (pid {agent.pid}) stderr ---\n{log}", file=sys.stderr)
+
+
+def exec_kubeconfig(
+    kt: "KubetrayEnv",
+    api: Any,
+    args: list[str],
+    path: Path,
+    *,
+    user: str = "u",
+    mode: str = "Never",
+) -> Path:
+    """A kubeconfig whose one context runs ``kt``'s kubetray-exec against the API stand-in
+    ``api``, with cluster info; its exec env names this test's kubetray directories (every
+    client adds it to its own environment)."""
+    import base64
+
+    import yaml
+
+    env = [
+        {"name": k, "value": v}
+        for k, v in kt.env.items()
+        if k.startswith("KUBETRAY_") or k == "PYTHONPATH"
+    ]
+    exec_ = {
+        "apiVersion": "client.authentication.k8s.io/v1",
+        "command": str(kt.helper),
+        "args": args,
+        "env": env,
+        "interactiveMode": mode,
+        "provideClusterInfo": True,
+    }
+    cluster = {
+        "server": api.url,
+        "certificate-authority-data": base64.b64encode(api.ca_pem).decode(),
+    }
+    doc = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": "c",
+        "clusters": [{"name": "c", "cluster": cluster}],
+        "users": [{"name": user, "user": {"exec": exec_}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": user}}],
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(doc))
+    return path

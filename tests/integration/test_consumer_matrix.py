@@ -26,13 +26,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from tests.apiserver import NAMESPACES, APIServer, id_tokens_of
 from tests.idp import IdP, run_idp
 from tests.peers import (
     ROOT,
     KubetrayEnv,
+    exec_kubeconfig,
     kubectl_binaries,
     kubetray_env,
     require,
@@ -131,46 +131,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
 def write_kubeconfig(
     path: Path, kt: KubetrayEnv, api: APIServer, args: list[str], user: str
 ) -> None:
-    """What a user writes by hand: v1, never interactive, cluster info given; the exec env
-    names this test's kubetray directories (every client adds it to its own environment)."""
-    env = [
-        {"name": k, "value": v}
-        for k, v in kt.env.items()
-        if k.startswith("KUBETRAY_") or k == "PYTHONPATH"
-    ]
-    doc = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "current-context": "matrix",
-        "clusters": [
-            {
-                "name": "matrix",
-                "cluster": {
-                    "server": api.url,
-                    "certificate-authority-data": base64.b64encode(api.ca_pem).decode(),
-                },
-            }
-        ],
-        "users": [
-            {
-                "name": user,
-                "user": {
-                    "exec": {
-                        "apiVersion": "client.authentication.k8s.io/v1",
-                        "command": str(kt.helper),
-                        "args": args,
-                        "env": env,
-                        "interactiveMode": "Never",
-                        "provideClusterInfo": True,
-                        "installHint": "install kubetray",
-                    }
-                },
-            }
-        ],
-        "contexts": [{"name": "matrix", "context": {"cluster": "matrix", "user": user}}],
-    }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(doc))
+    """What a user writes by hand: v1, never interactive, cluster info given."""
+    exec_kubeconfig(kt, api, args, path, user=user)
 
 
 # -- the clients: each lists namespaces N times, one outcome per attempt ----------------------

@@ -4,7 +4,6 @@ The API stand-in accepts only id_tokens that verify against the provider's keys 
 kubectl client as audience.
 """
 
-import base64
 import json
 import os
 import subprocess
@@ -15,11 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from tests.apiserver import NAMESPACES, APIServer, id_tokens_of
 from tests.idp import BROWSE, IdP, browser_available, browser_log, run_idp
-from tests.peers import KubetrayEnv, kubectl_binaries, require
+from tests.peers import KubetrayEnv, exec_kubeconfig, kubectl_binaries, require
 from tests.pki import CA
 
 
@@ -64,43 +62,7 @@ def oidc_args(idp: IdP, *extra: str) -> list[str]:
 def kubeconfig(
     kt: KubetrayEnv, api: APIServer, args: list[str], path: Path, mode: str = "Never"
 ) -> Path:
-    env = [
-        {"name": k, "value": v}
-        for k, v in kt.env.items()
-        if k.startswith("KUBETRAY_") or k == "PYTHONPATH"
-    ]
-    doc = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "current-context": "c",
-        "clusters": [
-            {
-                "name": "c",
-                "cluster": {
-                    "server": api.url,
-                    "certificate-authority-data": base64.b64encode(api.ca_pem).decode(),
-                },
-            }
-        ],
-        "users": [
-            {
-                "name": "u",
-                "user": {
-                    "exec": {
-                        "apiVersion": "client.authentication.k8s.io/v1",
-                        "command": str(kt.helper),
-                        "args": args,
-                        "env": env,
-                        "interactiveMode": mode,
-                        "provideClusterInfo": True,
-                    }
-                },
-            }
-        ],
-        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
-    }
-    path.write_text(yaml.safe_dump(doc))
-    return path
+    return exec_kubeconfig(kt, api, args, path, mode=mode)
 
 
 def kubectl(

@@ -7,7 +7,6 @@ login and consent pages. Where kubetray falls short today the test is
 failure ("XPASS(strict)") the day kubetray is fixed, so the mark must then go.
 """
 
-import base64
 import contextlib
 import fcntl
 import json
@@ -20,11 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from tests.apiserver import NAMESPACES, APIServer, id_tokens_of
 from tests.idp import IdP, browser_available, browser_log, run_idp
-from tests.peers import KubetrayEnv, kubectl_binaries, require
+from tests.peers import KubetrayEnv, exec_kubeconfig, kubectl_binaries, require
 from tests.pki import CA
 from tests.providers.peers import BROWSE, Provider, run_dot, run_llng
 
@@ -84,33 +82,7 @@ def args_for(provider: Provider, client_id: str | None = None, *extra: str) -> l
 
 
 def write_kubeconfig(kt: KubetrayEnv, api: APIServer, args: list[str], path: Path) -> Path:
-    env = [
-        {"name": k, "value": v}
-        for k, v in kt.env.items()
-        if k.startswith("KUBETRAY_") or k == "PYTHONPATH"
-    ]
-    exec_ = {
-        "apiVersion": "client.authentication.k8s.io/v1",
-        "command": str(kt.helper),
-        "args": args,
-        "env": env,
-        "interactiveMode": "Never",
-        "provideClusterInfo": True,
-    }
-    cluster = {
-        "server": api.url,
-        "certificate-authority-data": base64.b64encode(api.ca_pem).decode(),
-    }
-    doc = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "current-context": "c",
-        "clusters": [{"name": "c", "cluster": cluster}],
-        "users": [{"name": "u", "user": {"exec": exec_}}],
-        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
-    }
-    path.write_text(yaml.safe_dump(doc))
-    return path
+    return exec_kubeconfig(kt, api, args, path)
 
 
 def kubectl(kt: KubetrayEnv, config: Path) -> subprocess.CompletedProcess[str]:
