@@ -65,11 +65,15 @@ class Login:
         self.auth_params: dict[str, str] = {}
         """Added to the authorization request (``prompt=select_account`` to switch account)."""
         self.browser_error: str | None = None
+        self.browser_why: str | None = None
+        """Why the browser did not open, in a few words (e.g. "false exited with code 1")."""
         """What the callers were told when the browser failed."""
         self.origin: str | None = None
         """The SSH host whose request started it (the browser opens here, on the desktop)."""
         self.explicit = False
         """A person asked for it (kubetray login, the app); else a program's call (kubectl)."""
+        self.asked_by: str | None = None
+        """Who started it, in a person's words, when its conversation says (the app)."""
 
     def abort(self, reason: str) -> None:
         """End the wait of every caller now with ``reason`` (kubetray is going away)."""
@@ -113,6 +117,7 @@ class Login:
     def _browser_failed(self, why: str) -> None:
         if self.done.is_set():
             return
+        self.browser_why = why
         self.browser_error = (
             f"The browser did not open ({why}). Open this URL to log in: {self.url}"
         )

@@ -390,6 +390,7 @@ class Logins:
         login.origin = getattr(conv, "origin", None)
         login.auth_params = auth_params
         login.explicit = explicit
+        login.asked_by = getattr(conv, "asked_by", None)
         self._flights.begin(st.identity.key, login)
         for observer in self.observers:
             observer.login_started(login)

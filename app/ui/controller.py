@@ -6,7 +6,6 @@ worker threads and report back through signals. Never touch a widget from here.
 """
 
 import contextlib
-import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -55,12 +54,6 @@ class Added:
     """Why the API server's certificate could not be checked, with what to do ("" if it was)."""
 
 
-def _browser_why(error: str) -> str:
-    """Why the browser did not open, from Login.browser_error, as a short sentence (or "")."""
-    found = re.match(r"The browser did not open \((.{1,80}?)\)\. ", error)
-    return f" ({found.group(1)})" if found else ""
-
-
 class _Answer:
     """A prompt's answer, handed from the GUI thread to the waiting login thread."""
 
@@ -105,6 +98,8 @@ class WaitingConversation:
 
     interactive = False
     visible = True
+    asked_by = "you, from kubetray"
+    """What the login's dialogs say started it."""
 
     def tell(self, text: str) -> None:
         pass
@@ -148,8 +143,6 @@ class TrayController(QObject):
         self.store_notice: str | None = None
         """Shown in the menu when tokens will not outlive the app (no OS keyring)."""
         self._warned_expiring: set[tuple[str, str]] = set()
-        self._requested: set[str] = set()
-        """Identities whose login the person started here (the window or the menu)."""
         self._kept: dict[str, str] = {}
         """A password typed with the username in one dialog, for the login's next prompt."""
         logins.desktop = True
@@ -237,7 +230,8 @@ class TrayController(QObject):
                     "browser",
                     name,
                     f"The browser did not open for {name}",
-                    "Open the login page, or copy the link into a browser." + _browser_why(text),
+                    "Open the login page, or copy the link into a browser."
+                    + (f" ({login.browser_why})" if login.browser_why else ""),
                 )
         elif login.url and not login.device and text.startswith("Waiting for the login"):
             self._tell_waiting(name, "Log in in the browser window that opened.")
@@ -355,13 +349,11 @@ class TrayController(QObject):
 
     def log_in(self, name: str, again: bool = False) -> None:
         conv = WaitingConversation()
-        self._requested.add(name)
         self._run(f"login-{name}", lambda: self.account.log_in(conv, name, force=again))
 
     def switch_account(self, name: str) -> None:
         """Log in again, asking the provider to let the person pick another account."""
         conv = WaitingConversation()
-        self._requested.add(name)
         self._run(f"login-{name}", lambda: self.account.switch_account(name, conv))
 
     def log_in_context(self, context: str) -> None:
@@ -375,7 +367,6 @@ class TrayController(QObject):
         def work() -> None:
             args = setup_cluster.identity_args(context, default_paths())
             name = self.account.register(args)
-            self._requested.add(name)
             self.changed.emit()
             self.account.log_in(conv, name)
 
@@ -406,8 +397,8 @@ class TrayController(QObject):
         login = self._in_flight(name)
         if login is not None and login.origin:
             asked_by = f"kubectl on {login.origin} (over SSH)"
-        elif name in self._requested:
-            asked_by = "you, from kubetray"
+        elif login is not None and login.asked_by:
+            asked_by = login.asked_by
         elif login is not None and login.explicit:
             asked_by = "kubetray login"
         else:
@@ -426,7 +417,6 @@ class TrayController(QObject):
 
     def _forget_login(self, name: str, _error: str) -> None:
         self._kept.pop(name, None)
-        self._requested.discard(name)
 
     def answer_consent(self, question: Question, decision: Decision) -> None:
         """The person's answer to an SSH host's request (the waiting request goes on)."""
