@@ -18,12 +18,6 @@ else:
     import posix as _os  # `os` costs a millisecond of imports; posix is built in
 
 EXEC_INFO = "KUBERNETES_EXEC_INFO"
-NO_EXEC_INFO = (
-    '{"apiVersion":"client.authentication.k8s.io/v1beta1","kind":"ExecCredential",'
-    '"spec":{"interactive":false}}'
-)
-"""What a caller that sends no KUBERNETES_EXEC_INFO gets (JavaScript's client-node never does):
-v1beta1, not interactive, no cluster info, as int128/kubelogin reads it."""
 
 
 def _fail(message: str) -> int:
@@ -65,10 +59,10 @@ def main(argv: list[str] | None = None) -> int:
         from exec_helper.agent_start import print_help
 
         return print_help(args)
-    exec_info = paths.getenv(EXEC_INFO) or NO_EXEC_INFO
+    exec_info = paths.getenv(EXEC_INFO) or protocol.NO_EXEC_INFO
     request = protocol.encode(
         {
-            "op": "get_credential",
+            "op": protocol.GET_CREDENTIAL,
             "exec_info": exec_info,
             "args": args,
             "env": paths.kubetray_env(),

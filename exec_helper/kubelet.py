@@ -126,7 +126,7 @@ def _token(args: list[str]) -> tuple[str, datetime | None]:
 
     request = protocol.encode(
         {
-            "op": "get_credential",
+            "op": protocol.GET_CREDENTIAL,
             "exec_info": EXEC_INFO_V1,
             "args": [*args, "--no-login"],
             "env": [],

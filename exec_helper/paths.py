@@ -27,14 +27,23 @@ def getenv(name: str) -> str | None:
     return None if value is None else value.decode("utf-8", "surrogateescape")
 
 
-_INFRA = (
+FAST_ENV = "KUBETRAY_EXEC_FAST"
+"""``0``: the installed launcher never takes its fast path (it always starts Python)."""
+INFRA_ENV = (
     "KUBETRAY_RUNTIME_DIR",
     "KUBETRAY_CONFIG_DIR",
     "KUBETRAY_STATE_DIR",
     "KUBETRAY_AGENT_COMMAND",
     "KUBETRAY_EXEC_TIMEOUT",
     FORWARD_ENV,
+    FAST_ENV,
 )
+"""``KUBETRAY_*`` variables that say how to reach the agent: never sent to it."""
+PASSED_ENV = ("KUBECONFIG", "DBUS_SESSION_BUS_ADDRESS")
+"""Other variables sent to the agent (besides the ``KUBETRAY_*`` settings)."""
+ENV_PREFIX = "KUBETRAY_"
+_PREFIX_B = ENV_PREFIX.encode()
+_PASSED_B = tuple(name.encode() for name in PASSED_ENV)
 
 
 def kubetray_env() -> list[str]:
@@ -45,9 +54,7 @@ def kubetray_env() -> list[str]:
         import os
 
         items = [
-            (k, v)
-            for k, v in os.environ.items()
-            if k.startswith("KUBETRAY_") or k in ("KUBECONFIG", "DBUS_SESSION_BUS_ADDRESS")
+            (k, v) for k, v in os.environ.items() if k.startswith(ENV_PREFIX) or k in PASSED_ENV
         ]
     else:
         import posix
@@ -55,9 +62,9 @@ def kubetray_env() -> list[str]:
         items = [
             (k.decode("utf-8", "surrogateescape"), v.decode("utf-8", "surrogateescape"))
             for k, v in posix.environ.items()
-            if k.startswith(b"KUBETRAY_") or k in (b"KUBECONFIG", b"DBUS_SESSION_BUS_ADDRESS")
+            if k.startswith(_PREFIX_B) or k in _PASSED_B
         ]
-    return [f"{k}={v}" for k, v in items if k not in _INFRA]
+    return [f"{k}={v}" for k, v in items if k not in INFRA_ENV]
 
 
 def _home() -> str:

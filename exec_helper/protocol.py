@@ -49,6 +49,24 @@ PROMPT_TIMEOUT = 60.0
 """How long a prompt waits for a person: well before a caller (an IDE, a script) gives up."""
 RESULT = "result"
 
+GET_CREDENTIAL = "get_credential"
+"""kubetray-exec's request: ``exec_info``, ``args``, ``env``, ``stdin_tty``, ``stderr_tty``,
+``ppid`` (see exec_helper.__main__)."""
+CACHED_CREDENTIAL = "cached_credential"
+"""The same fields, answered only if the agent can answer at once from memory: no login,
+prompt, message, store read, refresh or consent question. The installed launcher (C) sends it
+before it starts Python (packaging/launcher/fast_path.c)."""
+ANSWERED = "answered"
+"""True in the result of a ``cached_credential`` the agent answered. Absent or false: the agent
+did nothing (it needs more, or is older and does not know the request): ask with
+``get_credential``."""
+NO_EXEC_INFO = (
+    '{"apiVersion":"client.authentication.k8s.io/v1beta1","kind":"ExecCredential",'
+    '"spec":{"interactive":false}}'
+)
+"""What a caller that sends no KUBERNETES_EXEC_INFO gets (JavaScript's client-node never does):
+v1beta1, not interactive, no cluster info, as int128/kubelogin reads it."""
+
 
 class ProtocolError(ValueError):
     """A frame that is too large, truncated, or not the JSON we expect."""

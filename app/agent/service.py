@@ -197,7 +197,7 @@ class Service:
         op = request.get("op")
         if not isinstance(op, str):
             raise BadRequest("op must be a string")
-        if op == "get_credential":
+        if op == protocol.GET_CREDENTIAL:
             self._get_credential(request, pid, send, receive)
             return
         remote = peer.describe(pid).remote
