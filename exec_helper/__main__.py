@@ -18,6 +18,10 @@ else:
     import posix as _os  # `os` costs a millisecond of imports; posix is built in
 
 EXEC_INFO = "KUBERNETES_EXEC_INFO"
+KUBELET_MODE = "kubelet-credential-provider"
+"""The first argument for the kubelet credential provider mode (exec_helper.kubelet)."""
+HELP_ARGS = ("-h", "--help", "--version")
+"""Arguments that are answered here, never by the agent."""
 
 
 def _fail(message: str) -> int:
@@ -48,14 +52,14 @@ def print_answer(answer: "tuple[int, str, str]") -> int:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of kubetray-exec."""
     args = sys.argv[1:] if argv is None else argv
-    if args[:1] == ["kubelet-credential-provider"]:
+    if args[:1] == [KUBELET_MODE]:
         from exec_helper.kubelet import run_provider
 
         return run_provider(args[1:])
     if args == ["--version"]:  # on the hot path: installers and doctor ask it
         sys.stdout.write(f"kubetray-exec {protocol.VERSION}\n")
         return 0
-    if "-h" in args or "--help" in args or "--version" in args:
+    if any(a in args for a in HELP_ARGS):
         from exec_helper.agent_start import print_help
 
         return print_help(args)

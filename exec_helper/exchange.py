@@ -37,7 +37,7 @@ def _read_frame(sock: "protocol.Socket", buf: bytearray) -> bytes:
 
 
 def _timeout() -> float:
-    value = paths.getenv("KUBETRAY_EXEC_TIMEOUT")
+    value = paths.getenv(paths.TIMEOUT_ENV)
     try:
         return float(value) if value else FRAME_TIMEOUT
     except ValueError:

@@ -27,14 +27,17 @@ def getenv(name: str) -> str | None:
     return None if value is None else value.decode("utf-8", "surrogateescape")
 
 
+RUNTIME_ENV = "KUBETRAY_RUNTIME_DIR"
+TIMEOUT_ENV = "KUBETRAY_EXEC_TIMEOUT"
+"""Seconds kubetray-exec waits for each frame of the agent's answer (exchange.FRAME_TIMEOUT)."""
 FAST_ENV = "KUBETRAY_EXEC_FAST"
 """``0``: the installed launcher never takes its fast path (it always starts Python)."""
 INFRA_ENV = (
-    "KUBETRAY_RUNTIME_DIR",
+    RUNTIME_ENV,
     "KUBETRAY_CONFIG_DIR",
     "KUBETRAY_STATE_DIR",
     "KUBETRAY_AGENT_COMMAND",
-    "KUBETRAY_EXEC_TIMEOUT",
+    TIMEOUT_ENV,
     FORWARD_ENV,
     FAST_ENV,
 )
@@ -83,7 +86,7 @@ def forwarded_socket() -> str | None:
 
 def runtime_dir() -> str:
     """The private directory holding the agent's socket and lock (created by the agent)."""
-    override = getenv("KUBETRAY_RUNTIME_DIR")
+    override = getenv(RUNTIME_ENV)
     if override:
         return override
     if sys.platform == "win32":

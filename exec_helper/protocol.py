@@ -52,6 +52,9 @@ RESULT = "result"
 GET_CREDENTIAL = "get_credential"
 """kubetray-exec's request: ``exec_info``, ``args``, ``env``, ``stdin_tty``, ``stderr_tty``,
 ``ppid`` (see exec_helper.__main__)."""
+REQUEST_FIELDS = ("exec_info", "args", "env", "stdin_tty", "stderr_tty", "ppid")
+"""A credential request's fields after ``op``, in the order exec_helper.__main__ sends them
+(the C launcher sends the same; tests/packaging/test_fast_path.py compares the two)."""
 CACHED_CREDENTIAL = "cached_credential"
 """The same fields, answered only if the agent can answer at once from memory: no login,
 prompt, message, store read, refresh or consent question. The installed launcher (C) sends it

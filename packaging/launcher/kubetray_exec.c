@@ -17,6 +17,10 @@
  *   KT_DYNLOAD   extension modules, relative to KT_INTERNAL ("python3.11/lib-dynload", ".")
  *   KT_PRELOAD   (Linux) libpython's own libraries to load from the bundle first ("libz.so.1")
  * Only the Python C API's stable entry points since 3.8 (PyConfig) are used, resolved by name.
+ *
+ * On Linux and macOS, before any of that, fast_path.c asks the running agent for a credential
+ * it holds in memory (no Python at all); only when it does not answer does Python start.
+ * Windows always starts Python.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -56,6 +60,7 @@ typedef wchar_t kchar;
 #ifdef __APPLE__
 #include <mach-o/dyld.h>
 #endif
+#include "fast_path.h"
 typedef char kchar;
 #define KT(s) s
 #define KT_SEP "/"
@@ -191,6 +196,11 @@ int wmain(int argc, wchar_t **argv) {
 int main(int argc, char **argv) {
 #endif
     static kchar dir[KT_MAX], internal[KT_MAX], exe[KT_MAX], path[KT_MAX];
+#ifndef _WIN32
+    /* Most kubectl commands need only a credential the agent holds: no Python for those. */
+    int answered = kt_fast_path(argc, argv);
+    if (answered >= 0) return answered;
+#endif
     if (!own_dir(dir)) return fail("cannot find its own directory", KT(""));
     if (kt_len(dir) + 200 >= KT_MAX) return fail("install path too long:", dir);
     kt_cpy(internal, dir);
