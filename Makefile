@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help system-deps install run test test-fast lint bench bench-login bench-idle bench-installed bench-hardening bench-all package screenshots clean
+.PHONY: help system-deps install run test test-fast lint bench bench-login bench-idle bench-installed bench-hardening bench-all package fuzz screenshots clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 18
@@ -76,6 +76,10 @@ bench: system-deps install ## print the hot-path figures (bench/hot_path)
 
 package: system-deps install ## build the Linux .deb and .tar.gz (packaging/linux/build.sh)
 	packaging/linux/build.sh $(BIN)/python
+
+FUZZ_SECONDS ?= 60
+fuzz: system-deps install ## fuzz the C launcher's answer parser with libFuzzer (FUZZ_SECONDS=60)
+	$(BIN)/python -m tests.launcher fuzz $(FUZZ_SECONDS)
 
 bench-installed: system-deps install ## the packaged helper's figures (bench/installed_helper)
 	scripts/with-keyring $(BIN)/python bench/installed_helper.py
