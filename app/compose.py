@@ -21,7 +21,7 @@ from app.store.choice import StoreChoice
 from app.store.keyring_store import KeyringSecretStore
 from app.store.secret_store import SecretStore
 from app.usecases.account import Account
-from app.usecases.get_credential import GetCredential, no_flag
+from app.usecases.get_credential import BusTaker, GetCredential, no_flag
 from exec_helper import paths
 
 if TYPE_CHECKING:
@@ -135,7 +135,7 @@ def core(
     contexts: Callable[[str | None], dict[str, list[ContextUse]]] = no_contexts,
     consent: Consent | None = None,
     kubeconfig_flag: Callable[[int | None], str | None] = no_flag,
-    offer_bus: Callable[[str], bool] | None = None,
+    bus: BusTaker | None = None,
 ) -> Core:
     """Registry, logins, broker and use cases over ``store`` (tokens) and ``stored`` (static
     credentials), with the index in ``config_dir``. Tests pass fakes for the rest."""
@@ -145,7 +145,7 @@ def core(
     )
     logins = Logins(store, registry, clock=clock, browser=browser, client=client)
     broker = Broker(stored, registry, logins, clock, contexts, consent)
-    get = GetCredential(broker, clock, kubeconfig_flag, offer_bus)
+    get = GetCredential(broker, clock, kubeconfig_flag, bus)
     return Core(broker, logins, Account(broker), get)
 
 
@@ -207,7 +207,7 @@ def agent(
         contexts=contexts_by_identity,
         consent=remote_hosts(),
         kubeconfig_flag=peer.kubeconfig_flag,
-        offer_bus=tokens.offer_bus,
+        bus=tokens,
     )
     parts.logins.notice = tokens.chosen.notice
     tokens.on_move.append(lambda: setattr(parts.logins, "notice", None))

@@ -21,6 +21,7 @@ from app.oidc.errors import LoginError
 from app.usecases.account import Account
 from app.usecases.get_credential import CredentialRequest, GetCredential
 from exec_helper import options, protocol
+from exec_helper.errors import printable
 
 log = logging.getLogger(__name__)
 Send = Callable[[dict[str, Any]], None]
@@ -197,8 +198,8 @@ class Service:
         op = request.get("op")
         if not isinstance(op, str):
             raise BadRequest("op must be a string")
-        if op == protocol.GET_CREDENTIAL:
-            self._get_credential(request, pid, send, receive)
+        if op in (protocol.GET_CREDENTIAL, protocol.CACHED_CREDENTIAL):
+            self._get_credential(request, pid, send, receive, op == protocol.CACHED_CREDENTIAL)
             return
         remote = peer.describe(pid).remote
         if remote is not None:  # a forward serves credentials; the rest is the desktop's
@@ -297,8 +298,16 @@ class Service:
             send(_result(0, stdout=self._json(doc)))
 
     def _get_credential(
-        self, request: dict[str, Any], pid: int | None, send: Send, receive: Receive
+        self,
+        request: dict[str, Any],
+        pid: int | None,
+        send: Send,
+        receive: Receive,
+        at_once: bool = False,
     ) -> None:
+        """get_credential; or cached_credential (``at_once``), answered only from memory (the
+        result says ``answered``; its stderr is already printable: the C launcher escapes
+        only control characters)."""
         req = CredentialRequest(
             exec_info=_str(request, "exec_info", MAX_EXEC_INFO),
             args=_strings(request, "args"),
@@ -309,6 +318,16 @@ class Service:
             # goes /proc/<pid> and the way to its parents (≈70 µs).
             caller=peer.describe(pid, _pid(request, "ppid")),
         )
+
+        if at_once:
+            answer = self._get.at_once(req)
+            if answer is None:
+                send({**_result(1), protocol.ANSWERED: False})
+            else:
+                code, out, err = answer
+                stderr = printable(err.rstrip("\n"))
+                send({**_result(code, stdout=out, stderr=stderr), protocol.ANSWERED: True})
+            return
 
         def conversation(interactive: bool, visible: bool) -> CallerConversation:
             return CallerConversation(send, receive, interactive, visible, origin=req.caller.remote)

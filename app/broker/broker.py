@@ -16,9 +16,10 @@ from app.broker.flight import Conversation
 from app.broker.logins import Logins, SessionView, no_id_token_note
 from app.broker.registry import Entry, Registry
 from app.errors import CredentialError, UsageError
+from app.identity import stored_key
 from app.model import OIDC, STORED, CallRecord, ContextUse, Credential, IdentityStatus, State
 from app.oidc.settings import OIDCSettings
-from app.oidc.tokens import MIN_MARGIN, handed_out_expiry
+from app.oidc.tokens import MIN_MARGIN, TokenSet, handed_out_expiry
 from app.static_credentials import StoredCredential, StoredCredentials
 from exec_helper.options import HelperOptions
 
@@ -106,6 +107,18 @@ class Broker:
             "in the cluster's client.authentication.k8s.io/exec extension",
         )
 
+    def known_identity(self, opts: HelperOptions) -> Entry | None:
+        """The identity identity(opts) would return if it neither creates nor renames one,
+        else None (nothing done): for a caller that wants an answer at once."""
+        if opts.stored:
+            return self.registry.get(stored_key(opts.stored))
+        if not (opts.oidc_issuer_url and opts.oidc_client_id):
+            return None
+        st = self.registry.get(OIDCSettings.from_options(opts).key)
+        if st is None or (opts.name and not st.chosen and opts.name != st.identity.name):
+            return None
+        return st
+
     def _kubeconfig_name(
         self, settings: OIDCSettings, kubeconfig: str | Callable[[], str | None] | None
     ) -> str:
@@ -143,13 +156,41 @@ class Broker:
 
         ``skip_cache``: the client got a 401 with the last one (or ``--force-refresh``).
         """
-        usage = self._note_use(st, cluster)
         skip_cache = skip_cache or opts.force_refresh
+        if st.identity.kind == OIDC:
+            return self._serve(
+                st, cluster, lambda _: self._oidc_credential(st, opts, conv, skip_cache)
+            )
+        return self._serve(
+            st, cluster, lambda usage: self._stored_credential(st, usage, skip_cache)
+        )
+
+    def cached_credential(
+        self, st: Entry, opts: HelperOptions, cluster: str | None = None, skip_cache: bool = False
+    ) -> Credential | None:
+        """get_credential, if memory holds the credential (no store read, refresh, login or
+        prompt); else None, and nothing is done or counted."""
+        if skip_cache or opts.force_refresh:
+            return None
+        if st.identity.kind == OIDC:
+            tokens = self.logins.cached(st) if self.logins else None
+            if tokens is None:
+                return None
+            return self._serve(st, cluster, lambda _: self._oidc_answer(st, opts, tokens))
+        with self._lock:
+            usage = self._usage.get(st.identity.key)
+        stored = usage.credential if usage else None  # read without `usage.read`: never waits
+        if stored is None:
+            return None
+        return self._serve(st, cluster, lambda _: self._stored_answer(st, stored))
+
+    def _serve(
+        self, st: Entry, cluster: str | None, fetch: Callable[[_Usage], Credential]
+    ) -> Credential:
+        """One call of ``st``: counted, its credential fetched, its error kept for status."""
+        usage = self._note_use(st, cluster)
         try:
-            if st.identity.kind == OIDC:
-                credential = self._oidc_credential(st, opts, conv, skip_cache)
-            else:
-                credential = self._stored_credential(st, usage, skip_cache)
+            credential = fetch(usage)
         except Exception as e:
             with self._lock:
                 usage.last_error = getattr(e, "message", None) or str(e)
@@ -194,6 +235,10 @@ class Broker:
             may_login=not opts.no_login,
             settings=OIDCSettings.from_options(opts),
         )
+        return self._oidc_answer(st, opts, tokens)
+
+    def _oidc_answer(self, st: Entry, opts: HelperOptions, tokens: TokenSet) -> Credential:
+        assert self.logins is not None
         token = tokens.access_token if opts.oidc_use_access_token else tokens.id_token
         if not token:
             raise CredentialError(f"the provider gave {st.identity.name} no token to send")
@@ -208,6 +253,9 @@ class Broker:
             stored = usage.credential
             if stored is None or skip_cache:
                 stored = usage.credential = self._stored.load(st.identity.name)
+        return self._stored_answer(st, stored)
+
+    def _stored_answer(self, st: Entry, stored: StoredCredential) -> Credential:
         now = self._clock()
         if stored.not_after is not None and stored.not_after <= now:
             raise CredentialError(

@@ -110,6 +110,12 @@ class Consent:
 
     # -- a forwarded request ------------------------------------------------------------------
 
+    def granted(self, host: str) -> bool:
+        """Whether ``host`` may have credentials now, without asking anyone."""
+        with self._lock:
+            allow, deny = self._saved()
+            return host not in deny and (host in allow or host in self._session)
+
     def check(
         self, host: str, identity: str, cluster: str | None, conv: Conversation | None = None
     ) -> None:

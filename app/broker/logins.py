@@ -291,6 +291,12 @@ class Logins:
         log.info("fetched a token for %s (valid until %s)", st.identity.name, fresh.expires_at)
         return fresh
 
+    def cached(self, st: Entry) -> TokenSet | None:
+        """Fresh tokens of ``st`` if memory holds them (what token() serves without its lock),
+        else None: nothing is read, refreshed or started."""
+        tokens = self._session(st).tokens
+        return tokens if tokens and tokens.fresh(self._clock(), self.margin) else None
+
     def token(
         self,
         st: Entry,
@@ -314,8 +320,7 @@ class Logins:
         settings = settings or st.settings
         assert settings is not None
         session = self._session(st)
-        tokens = session.tokens
-        if tokens and tokens.fresh(self._clock(), self.margin) and not (refresh or relogin):
+        if not (refresh or relogin) and (tokens := self.cached(st)):
             return tokens  # the hot path: no lock
         with session.lock:
             self._load(st, session)

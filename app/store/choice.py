@@ -123,31 +123,40 @@ class TokenStore:
             "store_reason": chosen.reason or None,
         }
 
+    def wants_bus(self, address: str) -> bool:
+        """Whether offer_bus(address) would try that bus (and so do something)."""
+        if not self._movable or not address or self._keyring is None:
+            return False
+        return (
+            self.chosen.kind == MEMORY
+            and address not in self._tried
+            and len(self._tried) < MAX_BUSES_TRIED
+        )
+
     def offer_bus(self, address: str) -> bool:
         """A local caller's session bus: where tokens are in memory for want of a keyring, use
         its keyring from now on. True when the store moved."""
-        if not self._movable or not address or self._keyring is None:
+        keyring = self._keyring
+        if keyring is None or not self.wants_bus(address):
             return False
         with self._lock:
-            if self.chosen.kind != MEMORY or address in self._tried:
-                return False
-            if len(self._tried) >= MAX_BUSES_TRIED:
+            if not self.wants_bus(address):
                 return False
             self._tried.add(address)
             before = session_bus.use(address)
-            self._keyring.recheck()
+            keyring.recheck()
             try:
-                self._keyring.check_usable()
+                keyring.check_usable()
                 memory = self.chosen.store
                 assert isinstance(memory, MemorySecretStore)
                 for key, value in memory.items():
-                    self._keyring.set(key, value)
+                    keyring.set(key, value)
             except (NoKeyring, StoreError) as e:
                 session_bus.restore(before)
-                self._keyring.recheck()
+                keyring.recheck()
                 log.info("a caller's session bus has no usable keyring either: %s", e.message)
                 return False
-            self.chosen = StoreChoice(self._keyring, KEYRING, None, source="a caller's session bus")
+            self.chosen = StoreChoice(keyring, KEYRING, None, source="a caller's session bus")
             self._movable = False
         log.info("tokens move to the keyring on the session bus a caller brought (%s)", address)
         for moved in self.on_move:

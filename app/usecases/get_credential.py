@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from app.broker.broker import Broker
 from app.broker.flight import Conversation
@@ -64,6 +64,39 @@ class CredentialRequest:
     caller: Caller
 
 
+class BusTaker(Protocol):
+    """The token store, which may move to the keyring on a caller's session bus."""
+
+    def wants_bus(self, address: str) -> bool:
+        """Whether offer_bus(address) would try it."""
+
+    def offer_bus(self, address: str) -> bool:
+        """Try the keyring on that bus; True when the store moved."""
+
+
+class _Silent:
+    """The conversation of a caller that wants an answer at once: nobody to tell or ask."""
+
+    interactive = False
+    visible = False
+    origin: str | None = None
+
+    def tell(self, text: str) -> None:
+        pass
+
+    def keepalive(self) -> None:
+        pass
+
+    def device_code(self, user_code: str, uri: str) -> None:
+        pass
+
+    def ask(self, text: str, secret: bool) -> str | None:
+        return None
+
+
+_SILENT = _Silent()
+
+
 def no_flag(_pid: int | None) -> str | None:
     """Where a kubectl's command line cannot be read: no ``--kubeconfig`` is known."""
     return None
@@ -77,15 +110,15 @@ class GetCredential:
         broker: Broker,
         clock: Callable[[], datetime],
         kubeconfig_flag: Callable[[int | None], str | None] = no_flag,
-        offer_bus: Callable[[str], bool] | None = None,
+        bus: "BusTaker | None" = None,
     ) -> None:
         """``kubeconfig_flag(pid)``: the ``--kubeconfig`` of the kubectl with that pid (read
-        from the running process, where the platform allows). ``offer_bus(address)``: a local
-        caller's D-Bus session bus, for an agent that found no keyring on its own."""
+        from the running process, where the platform allows). ``bus``: takes a local caller's
+        D-Bus session bus, for an agent that found no keyring on its own."""
         self._broker = broker
         self._clock = clock
         self._kubeconfig_flag = kubeconfig_flag
-        self._offer_bus = offer_bus
+        self._bus = bus
         self._failed: dict[tuple[object, ...], tuple[float, str]] = {}
         """(request, kubectl pid) → (when, error) of recent failures."""
         self._lock = threading.Lock()
@@ -93,6 +126,23 @@ class GetCredential:
     def do(
         self, req: CredentialRequest, conversation: Callable[[bool, bool], Conversation]
     ) -> Answer:
+        answer = self._do(req, conversation, at_once=False)
+        assert answer is not None
+        return answer
+
+    def at_once(self, req: CredentialRequest) -> Answer | None:
+        """do(), if the answer needs nothing but memory: no new identity, keyring move,
+        consent question, store read, refresh, login or prompt. None: nothing was done (not
+        even recorded), so the caller may ask do() the same (the installed launcher's fast
+        path; see exec_helper.protocol.CACHED_CREDENTIAL)."""
+        return self._do(req, lambda interactive, visible: _SILENT, at_once=True)
+
+    def _do(
+        self,
+        req: CredentialRequest,
+        conversation: Callable[[bool, bool], Conversation],
+        at_once: bool,
+    ) -> Answer | None:
         start = time.perf_counter()
         repeat = self._repeat_of(req, start)
         if repeat is not None:  # kubectl retrying what just failed: the same answer, at once
@@ -112,10 +162,21 @@ class GetCredential:
                 check_name(opts.stored)  # before it names anything the agent keeps
             if remote:
                 _refuse_desktop_paths(opts, remote)
-            elif self._offer_bus is not None:  # the keyring is the user's, not the first caller's
-                self._offer_bus(_env_value(env, BUS_ENV) or "")
+            elif self._bus is not None:  # the keyring is the user's, not the first caller's
+                bus = _env_value(env, BUS_ENV) or ""
+                if at_once and self._bus.wants_bus(bus):
+                    return None
+                self._bus.offer_bus(bus)
             # Which identity (a new one is named after the caller's kubeconfig user).
-            st = self._broker.identity(opts, lambda: self._kubeconfig_of(req) or _kubeconfig(env))
+            if at_once:
+                known = self._broker.known_identity(opts)
+                if known is None:
+                    return None
+                st = known
+            else:
+                st = self._broker.identity(
+                    opts, lambda: self._kubeconfig_of(req) or _kubeconfig(env)
+                )
             name = _clip(st.identity.name)
             # A prompt only where a person sees and answers it: both ends are the terminal
             # (kubernetes_asyncio captures stderr while stdin is one).
@@ -125,11 +186,20 @@ class GetCredential:
             if remote:
                 if self._broker.consent is None:
                     raise AppError(f"this kubetray agent serves no SSH forwards ({remote})")
+                if at_once and not self._broker.consent.granted(remote):
+                    return None
                 self._broker.consent.check(remote, st.identity.name, cluster, conv)
             # Its credential: memory, the store, a refresh, or the login all callers share.
-            credential = self._broker.get_credential(
-                st, opts, conv, cluster=cluster, skip_cache=info.response_code == 401
-            )
+            skip_cache = info.response_code == 401
+            if at_once:
+                cached = self._broker.cached_credential(st, opts, cluster, skip_cache)
+                if cached is None:
+                    return None
+                credential = cached
+            else:
+                credential = self._broker.get_credential(
+                    st, opts, conv, cluster=cluster, skip_cache=skip_cache
+                )
             # The answer, in the version kubectl asked for.
             answer: Answer = (0, render(info, credential), "")
         except (ExecInfoError, options.OptionsError) as e:
