@@ -168,7 +168,7 @@ static void put_string(struct buf *b, const char *s, size_t n) {
         }
         uint32_t cp = utf8_decode(p, k);
         p += k;
-        char esc[12] = {'\\', 0};
+        char esc[2] = {'\\', 0};
         switch (cp) {
         case '"': esc[1] = '"'; break;
         case '\\': esc[1] = '\\'; break;
@@ -763,7 +763,7 @@ static int write_stderr(const char *s, size_t n) {
             c = (unsigned char)s[++i];
             control = 1;
         }
-        if (used + 4 > sizeof chunk) {
+        if (sizeof chunk - used < 5) { /* room for an escape, and the final newline */
             ok = ok && write_all(2, chunk, used);
             used = 0;
         }
@@ -776,7 +776,7 @@ static int write_stderr(const char *s, size_t n) {
             chunk[used++] = (char)c;
         }
     }
-    chunk[used++] = '\n'; /* room is left: a flush happens while 4 bytes are not free */
+    chunk[used++] = '\n';
     return write_all(2, chunk, used) && ok;
 }
 

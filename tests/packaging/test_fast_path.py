@@ -27,7 +27,7 @@ import pytest
 from exec_helper import paths, protocol
 from exec_helper.errors import printable
 from tests import launcher
-from tests.peers import INSTALLED, ROOT, require
+from tests.peers import INSTALLED, ROOT, V1, KubetrayEnv, StartAgent, require
 
 PYTHON_ANSWER = '{"kind":"ExecCredential","status":{"token":"from-python"}}\n'
 FAST_ANSWER = '{"kind":"ExecCredential","status":{"token":"from-c"}}\n'
@@ -254,6 +254,8 @@ CASES = [
     (3, "x\x00y", "warn \x1b[31mred\x07 del\x7f c1\x85\x9f café 😀\n\n"),
     (0, FAST_ANSWER, "two\nlines\n"),
     (0, "", "\n"),
+    (0, FAST_ANSWER, "\x01" * 1024),  # escapes fill the C side's 4 KiB chunk exactly
+    (0, FAST_ANSWER * 3000, "é" * 3000 + "\x85" * 3000),
 ]
 
 
@@ -286,6 +288,27 @@ def test_without_an_answer_the_python_less_build_fails_as_it_must(
         done = run(builds["no-python"], helper_env(runtime, tmp_path), "--stored", "x")
     assert done.returncode == 1
     assert b"cannot load the bundled Python library" in done.stderr
+
+
+def test_a_real_agent_answers_without_python_once_its_memory_holds_the_credential(
+    builds: dict[str, Path],
+    kt: KubetrayEnv,
+    start_agent: StartAgent,
+    keyring_session: None,
+    name: str,
+) -> None:
+    kt.store_token(name, "fast-path-token")
+    start_agent(kt)
+    env = {**kt.env, **launcher.SANITIZER_ENV, "KUBERNETES_EXEC_INFO": V1}
+    # In the keyring only: the agent does not answer at once, and this build has no Python.
+    cold = run(builds["no-python"], env, "--stored", name)
+    assert b"cannot load the bundled Python library" in cold.stderr
+    warm = run(builds["full"], env, "--stored", name)  # Python's get_credential reads it
+    assert warm.returncode == 0, warm.stderr
+    fast = run(builds["no-python"], env, "--stored", name)
+    assert (fast.returncode, fast.stderr) == (0, b"")
+    assert fast.stdout == warm.stdout
+    assert json.loads(fast.stdout)["status"]["token"] == "fast-path-token"
 
 
 # 3. Anything else: nothing printed by C, Python asks again ------------------------------------
