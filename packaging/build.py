@@ -176,7 +176,7 @@ def launcher(bundle: Path) -> Path:
             "-DKT_PRELOAD=" + "".join(f'"{n}",' for n in preload),
         ]
         cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or "clang"
-        generated = protocol_header(bundle.parent / "launcher-include").parent
+        generated = protocol_header(ROOT / "build" / "launcher").parent
         cmd = [cc, "-O2", "-Wall", "-Wextra", "-Werror", f"-I{include}", f"-I{generated}"]
         cmd += [*defines, str(LAUNCHER), str(FAST_PATH)]
         cmd += ["-o", str(exe)] + (["-ldl", "-s"] if sys.platform == "linux" else [])
