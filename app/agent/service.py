@@ -306,8 +306,8 @@ class Service:
         at_once: bool = False,
     ) -> None:
         """get_credential; or cached_credential (``at_once``), answered only from memory (the
-        result says ``answered``; its stderr is already printable: the C launcher escapes
-        only control characters)."""
+        result says ``answered``; its stderr is printable but for newlines: the C launcher
+        escapes only control characters)."""
         req = CredentialRequest(
             exec_info=_str(request, "exec_info", MAX_EXEC_INFO),
             args=_strings(request, "args"),
@@ -325,7 +325,7 @@ class Service:
                 send({**_result(1), protocol.ANSWERED: False})
             else:
                 code, out, err = answer
-                stderr = printable(err.rstrip("\n"))
+                stderr = printable(err, keep="\n")  # the launcher escapes what is left
                 send({**_result(code, stdout=out, stderr=stderr), protocol.ANSWERED: True})
             return
 

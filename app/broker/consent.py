@@ -123,7 +123,7 @@ class Consent:
 
         While the person decides, ``conv`` (the remote caller) is told so and kept alive.
         """
-        self._note_seen(host)
+        self.note_seen(host)
         with self._lock:
             allow, deny = self._saved()
             if host in deny:
@@ -185,7 +185,8 @@ class Consent:
             if conv is not None:
                 conv.keepalive()
 
-    def _note_seen(self, host: str) -> None:
+    def note_seen(self, host: str) -> None:
+        """Count a request from ``host`` (kubetray remote list shows when and how often)."""
         with self._lock:
             if host not in self._seen and len(self._seen) >= MAX_HOSTS:
                 return

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Protocol
 
-from app.broker.flight import Conversation, Flights, Login, LoginRequired
+from app.broker.flight import Conversation, Flights, Login, LoginRequired, Silent
 from app.broker.refresh import RefreshScheduler
 from app.broker.registry import Entry, Registry
 from app.errors import AppError, SecretLost
@@ -36,7 +36,15 @@ from app.store.secret_store import SecretStore
 if TYPE_CHECKING:
     from app.oidc.client import OIDCClient
 
-__all__ = ["Conversation", "Login", "LoginObserver", "LoginRequired", "Logins", "SessionView"]
+__all__ = [
+    "Conversation",
+    "Login",
+    "LoginObserver",
+    "LoginRequired",
+    "Logins",
+    "SessionView",
+    "Silent",
+]
 
 log = logging.getLogger(__name__)
 
@@ -294,7 +302,8 @@ class Logins:
     def cached(self, st: Entry) -> TokenSet | None:
         """Fresh tokens of ``st`` if memory holds them (what token() serves without its lock),
         else None: nothing is read, refreshed or started."""
-        tokens = self._session(st).tokens
+        session = self._sessions.get(st.identity.key)
+        tokens = session.tokens if session else None
         return tokens if tokens and tokens.fresh(self._clock(), self.margin) else None
 
     def token(

@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from app.broker.broker import Broker
-from app.broker.flight import Conversation
+from app.broker.flight import Conversation, Silent
 from app.errors import AppError
 from app.model import Caller, CallRecord, Credential
 from app.static_credentials import check_name
@@ -74,27 +74,7 @@ class BusTaker(Protocol):
         """Try the keyring on that bus; True when the store moved."""
 
 
-class _Silent:
-    """The conversation of a caller that wants an answer at once: nobody to tell or ask."""
-
-    interactive = False
-    visible = False
-    origin: str | None = None
-
-    def tell(self, text: str) -> None:
-        pass
-
-    def keepalive(self) -> None:
-        pass
-
-    def device_code(self, user_code: str, uri: str) -> None:
-        pass
-
-    def ask(self, text: str, secret: bool) -> str | None:
-        return None
-
-
-_SILENT = _Silent()
+_SILENT = Silent()
 
 
 def no_flag(_pid: int | None) -> str | None:
@@ -183,18 +163,22 @@ class GetCredential:
             interactive = info.interactive and req.stdin_tty and req.stderr_tty
             conv = conversation(interactive, req.stderr_tty)
             # From an SSH host: only with the person's consent (asked once per host).
+            consent = self._broker.consent
             if remote:
-                if self._broker.consent is None:
+                if consent is None:
                     raise AppError(f"this kubetray agent serves no SSH forwards ({remote})")
-                if at_once and not self._broker.consent.granted(remote):
-                    return None
-                self._broker.consent.check(remote, st.identity.name, cluster, conv)
+                if at_once and not consent.granted(remote):
+                    return None  # a question for the person: the full request asks it
+                if not at_once:
+                    consent.check(remote, st.identity.name, cluster, conv)
             # Its credential: memory, the store, a refresh, or the login all callers share.
             skip_cache = info.response_code == 401
             if at_once:
                 cached = self._broker.cached_credential(st, opts, cluster, skip_cache)
                 if cached is None:
                     return None
+                if remote and consent is not None:
+                    consent.note_seen(remote)  # as check() does: an answered call counts
                 credential = cached
             else:
                 credential = self._broker.get_credential(

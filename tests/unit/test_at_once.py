@@ -154,10 +154,19 @@ def test_a_rename_or_a_keyring_move_is_the_full_requests_work(f: Fixture) -> Non
 def test_a_forwarded_request_is_answered_at_once_only_where_consent_was_given(
     f: Fixture,
 ) -> None:
-    f.do(ARGS)
+    first = token_of(f.do(ARGS))
+
+    def seen() -> int:
+        return sum(h.calls for h in f.consent.hosts() if h.host == "bastion")
+
     assert f.at_once(ARGS, remote="bastion") is None
-    assert f.asked == []  # nobody was asked
+    assert (f.asked, seen(), f.calls()) == ([], 0, 1)  # nobody was asked, nothing counted
     f.consent.allow("bastion")
-    assert f.at_once(ARGS, remote="bastion") is not None
+    assert token_of(f.at_once(ARGS, remote="bastion")) == first
+    assert (seen(), f.calls()) == (1, 2)
+    f.clock.advance(minutes=59)  # due for a refresh: the full request's work, counted there
+    assert f.at_once(ARGS, remote="bastion") is None
+    assert (seen(), f.calls()) == (1, 2)
     f.consent.deny("bastion")
     assert f.at_once(ARGS, remote="bastion") is None
+    assert (f.asked, seen()) == ([], 1)
