@@ -43,6 +43,25 @@ class Conversation(Protocol):
         """The device code and where to enter it (``tell`` has already said it in words)."""
 
 
+class Silent:
+    """A caller told nothing and asked nothing (a fast request; the app's own waits)."""
+
+    interactive = False
+    visible = False
+
+    def tell(self, text: str) -> None:
+        pass
+
+    def ask(self, text: str, secret: bool) -> str | None:
+        return None
+
+    def keepalive(self) -> None:
+        pass
+
+    def device_code(self, user_code: str, uri: str) -> None:
+        pass
+
+
 class LoginRequired(CredentialError):
     """The identity needs a login and this caller cannot start or wait for one."""
 

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 from PySide6.QtCore import QObject, Signal
 
 from app import compose
-from app.broker.logins import Login
+from app.broker.logins import Login, Silent
 from app.compose import Core
 from app.errors import AppError
 from app.model import CallRecord, ContextUse, Decision, IdentityStatus, Question, RemoteHost
@@ -92,26 +92,13 @@ class DesktopConversation:
         return answer.value
 
 
-class WaitingConversation:
+class WaitingConversation(Silent):
     """The menu's own wait for a login: silent, because the app already takes part in every
     login (login_started) and shows its progress once."""
 
-    interactive = False
     visible = True
     asked_by = "you, from kubetray"
     """What the login's dialogs say started it."""
-
-    def tell(self, text: str) -> None:
-        pass
-
-    def keepalive(self) -> None:
-        pass
-
-    def device_code(self, user_code: str, uri: str) -> None:
-        pass
-
-    def ask(self, text: str, secret: bool) -> str | None:
-        return None
 
 
 class TrayController(QObject):
