@@ -59,6 +59,10 @@ CACHED_CREDENTIAL = "cached_credential"
 """The same fields, answered only if the agent can answer at once from memory: no login,
 prompt, message, store read, refresh or consent question. The installed launcher (C) sends it
 before it starts Python (packaging/launcher/fast_path.c)."""
+CACHED_TIMEOUT = 2.0
+"""The longest the launcher waits for the whole answer to ``cached_credential`` (or
+KUBETRAY_EXEC_TIMEOUT if shorter) before it leaves the request to Python: an answer from
+memory takes a millisecond, so only a stuck agent reaches it."""
 ANSWERED = "answered"
 """True in the result of a ``cached_credential`` the agent answered. Absent or false: the agent
 did nothing (it needs more, or is older and does not know the request): ask with

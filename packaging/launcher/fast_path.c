@@ -25,6 +25,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -46,7 +47,6 @@ extern char **environ;
 #else
 #define KT_SEND_FLAGS 0 /* macOS: SO_NOSIGPIPE on the socket instead */
 #endif
-#define KT_MAX_TIMEOUT 1e6 /* seconds; beyond it (or <= 0) Python decides what the value means */
 #define KT_MAX_ENV 256     /* relevant variables; more is not a real environment: use Python */
 
 /* ---- UTF-8 ------------------------------------------------------------------------------ */
@@ -589,21 +589,20 @@ static int socket_path(char *out, size_t size) {
     return n > 0 && (size_t)n < size - used;
 }
 
-/* $KUBETRAY_EXEC_TIMEOUT as exchange._timeout() reads it: unset, empty or not a number → the
- * default. A number Python would choke on or treat specially (<= 0, inf, nan, huge): 0, and
- * Python gets to decide. */
+/* How long to wait for the whole answer: protocol.CACHED_TIMEOUT (an answer from memory takes
+ * a millisecond), or $KUBETRAY_EXEC_TIMEOUT when that is shorter. A value that is not plainly a
+ * positive number (strtod must read all of it): 0, no fast path, and Python reads it. */
 static int read_timeout(double *out) {
     const char *value = getenv(KT_TIMEOUT_ENV);
-    *out = KT_FRAME_TIMEOUT;
+    *out = KT_CACHED_TIMEOUT;
     if (!value || !*value) return 1;
-    if (strpbrk(value, "xX")) return 1; /* strtod's hex floats are not Python's float() */
+    if (strpbrk(value, "xX_")) return 0; /* hex floats, digit groups: Python's business */
     char *end;
     errno = 0;
     double t = strtod(value, &end);
     while (*end == ' ' || *end == '\t' || *end == '\n' || *end == '\r') end++;
-    if (end == value || *end || errno == ERANGE) return 1;
-    if (!isfinite(t) || t <= 0 || t > KT_MAX_TIMEOUT) return 0;
-    *out = t;
+    if (end == value || *end || errno == ERANGE || !isfinite(t) || t <= 0) return 0;
+    if (t < *out) *out = t;
     return 1;
 }
 
@@ -685,13 +684,19 @@ static double now(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* n bytes, each recv() bounded by SO_RCVTIMEO and the whole reply by the deadline (so an agent
- * that drips bytes cannot hold kubectl for longer than the timeout either). */
+/* n bytes, all by the deadline: each wait is for the time left (an agent that drips bytes
+ * cannot hold kubectl longer than the whole timeout). */
 static int recv_all(int fd, unsigned char *p, size_t n, double deadline) {
     while (n > 0) {
+        double left = deadline - now();
+        if (left <= 0) return 0;
+        struct pollfd want = {fd, POLLIN, 0};
+        int ready = poll(&want, 1, (int)(left * 1000) + 1);
+        if (ready < 0 && errno == EINTR) continue;
+        if (ready <= 0) return 0; /* timed out, or an error */
         ssize_t k = recv(fd, p, n, 0);
         if (k < 0 && errno == EINTR) continue;
-        if (k <= 0 || now() > deadline) return 0; /* closed, timed out, or an error */
+        if (k <= 0) return 0; /* closed, or an error */
         p += k;
         n -= (size_t)k;
     }
@@ -791,16 +796,34 @@ static int print_answer(const struct kt_answer *a) {
 
 /* ---- The fast path ---------------------------------------------------------------------- */
 
+/* Whether Python would read non-ASCII arguments as UTF-8, as this sends them: always on macOS;
+ * elsewhere under a UTF-8 locale, or C / POSIX (Python's UTF-8 mode, PEP 540). */
+static int utf8_arguments(void) {
+#ifdef __APPLE__
+    return 1;
+#else
+    const char *name = nonempty(getenv("LC_ALL"));
+    if (!name) name = nonempty(getenv("LC_CTYPE"));
+    if (!name) name = nonempty(getenv("LANG"));
+    if (!name || strcmp(name, "C") == 0 || strcmp(name, "POSIX") == 0) return 1;
+    return strcasestr(name, "utf-8") || strcasestr(name, "utf8");
+#endif
+}
+
 /* What the Python helper answers without the agent (help, version, the kubelet's provider
- * mode), and the kill switch. */
+ * mode), the kill switch, and non-ASCII arguments Python would decode otherwise. */
 static int wanted(int argc, char **argv) {
     static const char *const help[] = {KT_HELP_ARGS};
     const char *fast = getenv(KT_FAST_ENV);
     if (argc < 1 || (fast && strcmp(fast, "0") == 0)) return 0;
     if (argc > 1 && strcmp(argv[1], KT_KUBELET_MODE) == 0) return 0;
-    for (int i = 1; i < argc; i++)
+    int ascii = 1;
+    for (int i = 1; i < argc; i++) {
         if (in_list(help, argv[i], strlen(argv[i]))) return 0;
-    return 1;
+        for (const unsigned char *c = (const unsigned char *)argv[i]; *c && ascii; c++)
+            ascii = *c < 0x80;
+    }
+    return ascii || utf8_arguments();
 }
 
 int kt_fast_path(int argc, char **argv) {

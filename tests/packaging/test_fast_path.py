@@ -358,17 +358,54 @@ def test_anything_but_an_answer_falls_back_to_python(
     assert (done.returncode, done.stdout.decode(), done.stderr) == (0, PYTHON_ANSWER, b"")
 
 
-def test_an_agent_that_never_answers_costs_the_timeout_then_python_asks(
-    builds: dict[str, Path], runtime: Path, tmp_path: Path
+@pytest.mark.parametrize(
+    ("setting", "waits"),
+    [(None, protocol.CACHED_TIMEOUT), ("1", 1.0), ("60", protocol.CACHED_TIMEOUT)],
+)
+def test_an_agent_that_never_answers_costs_a_short_wait_then_python_asks(
+    builds: dict[str, Path], runtime: Path, tmp_path: Path, setting: str | None, waits: float
 ) -> None:
-    env = helper_env(runtime, tmp_path, KUBETRAY_EXEC_TIMEOUT="1")
+    """The whole answer within protocol.CACHED_TIMEOUT (or KUBETRAY_EXEC_TIMEOUT if shorter):
+    a stuck agent then gets Python's full request, with its own timeout and words."""
+    extra = {paths.TIMEOUT_ENV: setting} if setting else {}
     with stand_in(runtime, None) as agent:
         start = time.monotonic()
-        done = run(builds["full"], env, "--stored", "x")
+        done = run(builds["full"], helper_env(runtime, tmp_path, **extra), "--stored", "x")
         took = time.monotonic() - start
     assert agent.ops == [protocol.CACHED_CREDENTIAL, protocol.GET_CREDENTIAL]
     assert (done.returncode, done.stdout.decode(), done.stderr) == (0, PYTHON_ANSWER, b"")
-    assert 1 <= took < 10
+    assert waits <= took < waits + 3
+
+
+@pytest.mark.parametrize("setting", ["abc", "1_0", "0", "-1", "inf", "0x10", "1e-400"])
+def test_a_timeout_python_reads_its_own_way_goes_to_python_only(
+    builds: dict[str, Path], runtime: Path, tmp_path: Path, setting: str
+) -> None:
+    env = helper_env(runtime, tmp_path, **{paths.TIMEOUT_ENV: setting})
+    with stand_in(runtime, answered()) as agent:
+        run(builds["full"], env, "--stored", "x")
+    assert protocol.CACHED_CREDENTIAL not in agent.ops  # Python's answer, whatever it is
+
+
+@pytest.mark.parametrize(
+    ("locale", "fast"),
+    [("C.UTF-8", True), ("C", True), ("", True), ("de_DE.ISO-8859-1", False)],
+)
+def test_non_ascii_arguments_are_sent_by_c_only_where_python_reads_them_as_utf8(
+    builds: dict[str, Path], runtime: Path, tmp_path: Path, locale: str, fast: bool
+) -> None:
+    """Python decodes its arguments with the locale's encoding; C sends their bytes."""
+    env = helper_env(runtime, tmp_path)
+    for name in ("LC_ALL", "LC_CTYPE", "LANG"):
+        env.pop(name, None)
+    if locale:
+        env["LC_ALL"] = locale
+    with stand_in(runtime, answered()) as agent:
+        done = run(builds["full"], env, "--stored", "prod-ädmin")
+    if fast:
+        assert (agent.ops, done.stdout.decode()) == ([protocol.CACHED_CREDENTIAL], FAST_ANSWER)
+    else:
+        assert (agent.ops, done.stdout.decode()) == ([protocol.GET_CREDENTIAL], PYTHON_ANSWER)
 
 
 def test_arguments_that_are_not_utf8_go_to_python_only(
@@ -550,7 +587,7 @@ int main(void) {
     static const char *const infra[] = {KT_INFRA_ENV}, *const passed[] = {KT_PASSED_ENV},
                              *const help[] = {KT_HELP_ARGS};
     printf("%d\n%d\n%u\n%.17g\n", KT_PROTOCOL_VERSION, KT_HEADER_SIZE, KT_MAX_FRAME,
-           KT_FRAME_TIMEOUT);
+           KT_CACHED_TIMEOUT);
     printf("%s\n%s\n%s\n%s\n%s\n", KT_OP_HELLO, KT_OP_CACHED_CREDENTIAL, KT_TYPE_HELLO,
            KT_TYPE_RESULT, KT_FIELD_ANSWERED);
     printf("%s\n%s\n%s\n%s\n%s\n%s\n%s\n%s\n", KT_NO_EXEC_INFO, KT_SOCKET_NAME, KT_APP,
@@ -570,7 +607,6 @@ int main(void) {
 def test_the_generated_header_says_what_exec_helper_says(tmp_path: Path) -> None:
     require(shutil.which("cc") is not None, "needs a C compiler (cc)")
     from exec_helper import __main__ as helper
-    from exec_helper import exchange
 
     include = launcher.packaging_build().protocol_header(tmp_path / "include").parent
     (tmp_path / "print.c").write_text(PRINT_HEADER)
@@ -586,7 +622,7 @@ def test_the_generated_header_says_what_exec_helper_says(tmp_path: Path) -> None
         str(protocol.PROTOCOL_VERSION),
         str(protocol.HEADER_SIZE),
         str(protocol.MAX_FRAME),
-        f"{exchange.FRAME_TIMEOUT:.17g}",
+        f"{protocol.CACHED_TIMEOUT:.17g}",
         protocol.HELLO,
         protocol.CACHED_CREDENTIAL,
         protocol.HELLO,
