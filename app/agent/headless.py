@@ -16,8 +16,6 @@ def run(store: str | None = None) -> int:
     logs.to_stderr()
     parts = compose.agent(store_kind=store)
     server = parts.server
-    server.listener.open()
-    parts.start()
 
     def shutdown() -> None:
         lifecycle.end_logins(parts.logins, "stopped")
@@ -34,9 +32,13 @@ def run(store: str | None = None) -> int:
         else:  # after the answer to `kubetray stop` has left
             threading.Timer(lifecycle.SETTLE, shutdown).start()
 
+    # Before the socket exists: a SIGTERM right after start (the socket already accepts) must
+    # still remove it, not kill the process with the socket file left behind.
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     parts.service.on_stop = stop_request
+    server.listener.open()
+    parts.start()
     log.info("kubetray agent %s listening on %s", __version__, server.listener.address)
     chosen = parts.store.chosen
     log.info("tokens: %s (session bus: %s)", chosen.kind, chosen.source or "none looked for")

@@ -3,6 +3,7 @@
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -10,7 +11,7 @@ import time
 from pathlib import Path
 
 from exec_helper import protocol
-from tests.peers import V1, KubetrayEnv, StartAgent, kubetray_env, require
+from tests.peers import ROOT, V1, KubetrayEnv, StartAgent, kubetray_env, require
 
 NOBODY = 65534
 
@@ -50,6 +51,28 @@ def test_directory_and_socket_are_private(kt: KubetrayEnv, start_agent: StartAge
     assert (kt.runtime / "agent.lock").stat().st_mode & 0o777 == 0o600
     proc.stop()
     assert not (kt.runtime / "agent.sock").exists()
+
+
+def test_a_sigterm_as_soon_as_the_socket_exists_still_removes_it(kt: KubetrayEnv) -> None:
+    """systemd or `kubetray stop` right after start: a clean stop, no socket file left."""
+    sock = kt.runtime / "agent.sock"
+    for _ in range(5):
+        agent = subprocess.Popen(
+            [sys.executable, "-m", "app", "agent"],
+            env=kt.env,
+            cwd=ROOT,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 30
+        while not sock.exists() and agent.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.0005)
+        agent.send_signal(signal.SIGTERM)
+        _, err = agent.communicate(timeout=30)
+        assert agent.returncode == 0, err
+        assert not sock.exists()
 
 
 def test_loose_directory_of_ours_is_refused_by_helper_and_tightened_by_agent(
