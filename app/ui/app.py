@@ -41,6 +41,16 @@ def run(tray: bool | None = None, store: str | None = None) -> int:
     parts = compose.agent(
         default_browser=lambda: settings.browser_command, store_kind=store or settings.secret_store
     )
+    # Before the socket exists: a SIGINT/SIGTERM from now on ends the app cleanly (the socket
+    # removed), also one that arrives before Qt's loop runs, when quit() alone would be lost.
+    stop_asked = threading.Event()
+
+    def on_signal(*_: object) -> None:
+        stop_asked.set()
+        app.quit()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, on_signal)
     parts.server.listener.open()
     parts.start()
     threading.Thread(target=parts.server.serve_forever, name="ipc", daemon=True).start()
@@ -61,17 +71,14 @@ def run(tray: bool | None = None, store: str | None = None) -> int:
             bridge.quit.emit()
 
     parts.service.on_stop = stop_request
-    # Let Python see SIGINT/SIGTERM while Qt's loop runs.
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: app.quit())
-    pulse = QTimer()
+    pulse = QTimer()  # lets Python see SIGINT/SIGTERM while Qt's loop runs
     pulse.timeout.connect(lambda: None)
     pulse.start(250)
     log.info("kubetray app listening on %s", parts.server.listener.address)
     if log_file:
         log.info("this log is also in %s", log_file)
     try:
-        return app.exec()
+        return 0 if stop_asked.is_set() else app.exec()
     finally:
         # Worker threads first: nothing may emit into an object that is about to go.
         parts.service.on_show = None

@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from exec_helper import protocol
 from tests.peers import ROOT, V1, KubetrayEnv, StartAgent, kubetray_env, require
 
@@ -53,13 +55,16 @@ def test_directory_and_socket_are_private(kt: KubetrayEnv, start_agent: StartAge
     assert not (kt.runtime / "agent.sock").exists()
 
 
-def test_a_sigterm_as_soon_as_the_socket_exists_still_removes_it(kt: KubetrayEnv) -> None:
-    """systemd or `kubetray stop` right after start: a clean stop, no socket file left."""
+@pytest.mark.parametrize("program", [["agent"], []], ids=["agent", "app"])
+def test_a_sigterm_as_soon_as_the_socket_exists_still_removes_it(
+    kt: KubetrayEnv, program: list[str]
+) -> None:
+    """systemd, a logout or `kill` right after start: a clean stop, no socket file left."""
     sock = kt.runtime / "agent.sock"
     for _ in range(5):
         agent = subprocess.Popen(
-            [sys.executable, "-m", "app", "agent"],
-            env=kt.env,
+            [sys.executable, "-m", "app", *program],
+            env={**kt.env, "QT_QPA_PLATFORM": "offscreen"},
             cwd=ROOT,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
