@@ -296,6 +296,36 @@ def running_agent(kt: KubetrayEnv, *args: str, timeout: float = 20) -> Iterator[
             print(f"--- kubetray agent (pid {agent.pid}) stderr ---\n{log}", file=sys.stderr)
 
 
+INSTALLED_SUITES = (
+    "tests/conformance/test_exec_consumers.py",
+    "tests/conformance/test_kubelet_provider.py",
+    "tests/integration/test_kubectl_e2e.py",
+)
+"""The exec-plugin checklist, the kubelet provider and real kubectl: what an installed
+kubetray-exec must pass (tests/packaging)."""
+
+
+def run_installed_suites(
+    helper_dir: Path, label: str, timeout: float, env: Mapping[str, str] | None = None
+) -> None:
+    """INSTALLED_SUITES in a pytest of their own against the kubetray-exec (and kubetray) in
+    ``helper_dir``: every test passes, none is skipped."""
+    start = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *INSTALLED_SUITES],
+        cwd=ROOT,
+        env={**os.environ, INSTALLED: str(helper_dir), **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    summary = done.stdout.strip().splitlines()[-1]
+    print(f"{label}: {summary} ({time.monotonic() - start:.0f} s)")
+    assert done.returncode == 0, done.stdout[-6000:]
+    assert "skipped" not in summary, summary
+
+
 def exec_kubeconfig(
     kt: "KubetrayEnv",
     api: Any,

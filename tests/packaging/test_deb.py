@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.peers import INSTALLED, ROOT, KubetrayEnv, require
+from tests.peers import ROOT, KubetrayEnv, require, run_installed_suites
 
 FILES = [
     "/opt/kubetray/kubetray",
@@ -91,29 +91,7 @@ def test_the_deb_installs_serves_kubectl_and_removes_cleanly(
     assert version.stdout.startswith("kubetray-exec ")
 
     # The exec-plugin checklist and real kubectl, with the installed helper and agent.
-    env = dict(os.environ, **{INSTALLED: str(installed)})
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "tests/conformance/test_exec_consumers.py",
-            "tests/conformance/test_kubelet_provider.py",
-            "tests/integration/test_kubectl_e2e.py",
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    summary = done.stdout.strip().splitlines()[-1]
-    print(f"installed helper: {summary}")
-    assert done.returncode == 0, done.stdout[-6000:]
-    assert "skipped" not in summary, summary
+    run_installed_suites(installed, "installed helper", timeout=900)
 
     # The installed kubetray, started as the headless agent, answers `kubetray status`.
     with _serving(["/usr/bin/kubetray", "agent"], kt.env) as maps:

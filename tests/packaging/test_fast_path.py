@@ -27,7 +27,7 @@ import pytest
 from exec_helper import paths, protocol
 from exec_helper.errors import printable
 from tests import launcher
-from tests.peers import INSTALLED, ROOT, V1, KubetrayEnv, StartAgent, require
+from tests.peers import V1, KubetrayEnv, StartAgent, require, run_installed_suites
 
 PYTHON_ANSWER = '{"kind":"ExecCredential","status":{"token":"from-python"}}\n'
 FAST_ANSWER = '{"kind":"ExecCredential","status":{"token":"from-c"}}\n'
@@ -670,36 +670,11 @@ def test_the_exec_conformance_suite_passes_with_the_sanitizer_build(
 ) -> None:
     reports = tmp_path / "reports"
     reports.mkdir()
+    # Reports go to files: a test that reads the helper's stderr would hide them otherwise.
     env = {
-        **os.environ,
-        INSTALLED: str(builds["full"].parent),
-        # Reports go to files: a test that reads the helper's stderr would hide them otherwise.
         "ASAN_OPTIONS": f"{launcher.SANITIZER_ENV['ASAN_OPTIONS']}:log_path={reports}/asan",
         "UBSAN_OPTIONS": f"{launcher.SANITIZER_ENV['UBSAN_OPTIONS']}:log_path={reports}/ubsan",
     }
-    start = time.monotonic()
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "tests/conformance/test_exec_consumers.py",
-            "tests/conformance/test_kubelet_provider.py",
-            "tests/integration/test_kubectl_e2e.py",
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=1100,
-        check=False,
-    )
-    summary = done.stdout.strip().splitlines()[-1]
-    print(f"sanitizer build: {summary} ({time.monotonic() - start:.0f} s)")
-    assert done.returncode == 0, done.stdout[-6000:]
-    assert "skipped" not in summary, summary
+    run_installed_suites(builds["full"].parent, "sanitizer build", timeout=1100, env=env)
     found = {p.name: p.read_text(errors="replace")[:2000] for p in reports.iterdir()}
     assert found == {}, found
