@@ -419,51 +419,63 @@ class MainWindow(QWidget):
         ident = self._identities.get(name)
         provider = html.escape(self._controller.login_facts(name).provider or "The provider")
         signed_in = ident is not None and ident.state in (State.READY, State.EXPIRING)
-        box = QMessageBox(self)
-        box.setIcon(QMessageBox.Icon.Question)
-        box.setWindowTitle(f"kubetray: switch account for {name}")
-        box.setText(f"{provider} cannot offer to pick another account.")
-        box.setInformativeText(
+        agreed = self._ask(
+            QMessageBox.Icon.Question,
+            f"kubetray: switch account for {name}",
+            f"{provider} cannot offer to pick another account.",
             "Logging in again would most likely sign the same person in. "
             + (
                 f"Log out of {name} first, then log out at the provider's page in your "
                 "browser, and log in as the other person."
                 if signed_in
                 else "Log out at the provider's page in your browser first, then log in."
-            )
+            ),
+            ("Log out" if signed_in else "Log in anyway", QMessageBox.ButtonRole.AcceptRole),
         )
-        logout = box.addButton(
-            "Log out" if signed_in else "Log in anyway", QMessageBox.ButtonRole.AcceptRole
-        )
-        box.addButton(QMessageBox.StandardButton.Cancel)
-        self.question = box
-        box.exec()
-        if box.clickedButton() is logout:
-            if signed_in:
-                self._controller.log_out(name)
-            else:
-                self._controller.log_in(name)
+        if agreed and signed_in:
+            self._controller.log_out(name)
+        elif agreed:
+            self._controller.log_in(name)
 
     def remove(self) -> None:
         ident = self._identity_of(self._selected())
         if ident is None:
             return
-        box = QMessageBox(self)
-        box.setIcon(QMessageBox.Icon.Warning)
-        box.setWindowTitle(f"kubetray: remove {ident.name}")
-        box.setText(f"Remove {ident.name} from kubetray?")
-        box.setInformativeText(
+        if self._ask(
+            QMessageBox.Icon.Warning,
+            f"kubetray: remove {ident.name}",
+            f"Remove {ident.name} from kubetray?",
             "kubetray logs it out and forgets it. Its kubeconfig contexts stay: the next kubectl "
-            "call with them adds it again and asks you to log in."
-        )
-        remove = box.addButton("Remove", QMessageBox.ButtonRole.DestructiveRole)
-        box.addButton(QMessageBox.StandardButton.Cancel)
-        box.setDefaultButton(QMessageBox.StandardButton.Cancel)
-        self.question = box
-        box.exec()
-        if box.clickedButton() is remove:
+            "call with them adds it again and asks you to log in.",
+            ("Remove", QMessageBox.ButtonRole.DestructiveRole),
+            cancel_first=True,
+        ):
             self._controller.remove(ident.name)
             self.notice.setText(f"Removed {html.escape(ident.name)}.")
+
+    def _ask(
+        self,
+        icon: QMessageBox.Icon,
+        title: str,
+        text: str,
+        details: str,
+        action: tuple[str, QMessageBox.ButtonRole],
+        cancel_first: bool = False,
+    ) -> bool:
+        """A question with one action and Cancel (kept in ``question`` for tests); True when
+        the action was chosen. ``cancel_first``: Cancel is the default (a destructive act)."""
+        box = QMessageBox(self)
+        box.setIcon(icon)
+        box.setWindowTitle(title)
+        box.setText(text)
+        box.setInformativeText(details)
+        chosen = box.addButton(*action)
+        box.addButton(QMessageBox.StandardButton.Cancel)
+        if cancel_first:
+            box.setDefaultButton(QMessageBox.StandardButton.Cancel)
+        self.question = box
+        box.exec()
+        return box.clickedButton() is chosen
 
     def add_cluster(self) -> None:
         if self.add_dialog is None or not self.add_dialog.isVisible():

@@ -3,7 +3,7 @@
 from collections.abc import Callable
 
 from PySide6.QtCore import QTimer
-from PySide6.QtWidgets import QApplication, QDialog, QWidget
+from PySide6.QtWidgets import QApplication, QDialog, QMessageBox, QWidget
 
 
 def _modal() -> QWidget | None:
@@ -26,3 +26,15 @@ def when_modal(action: Callable[[QWidget], None], tries: int = 200) -> None:
             action(widget)
 
     QTimer.singleShot(0, lambda: poll(tries))
+
+
+def reject_noting(asked: list[str]) -> Callable[[QWidget], None]:
+    """An action for when_modal: note a message box's text and informative text in ``asked``,
+    then cancel it."""
+
+    def reject(box: QWidget) -> None:
+        assert isinstance(box, QMessageBox)
+        asked.append(box.text() + " " + box.informativeText())
+        box.reject()
+
+    return reject

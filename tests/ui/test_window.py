@@ -306,19 +306,14 @@ def test_a_failed_login_says_why_in_its_row(qtbot, view: TrayApp) -> None:  # ty
 
 
 def test_remove_asks_first(qtbot, view: TrayApp) -> None:  # type: ignore[no-untyped-def]
-    from tests.ui.modal import when_modal
+    from tests.ui.modal import reject_noting, when_modal
 
     view.show_main_window()
     window = view.main_window
     assert window is not None
     window.select("team")
     asked: list[str] = []
-
-    def cancel(box) -> None:  # type: ignore[no-untyped-def]
-        asked.append(box.text() + " " + box.informativeText())
-        box.reject()
-
-    when_modal(cancel)
+    when_modal(reject_noting(asked))
     window.remove_button.click()
     assert asked and "Remove team from kubetray?" in asked[0] and "contexts stay" in asked[0]
     assert "team" in [i.name for i in view.controller.identities()]  # cancelled: still there
@@ -335,7 +330,7 @@ def test_switch_account_asks_when_the_provider_cannot_offer_another(
     qtbot, world, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:  # type: ignore[no-untyped-def]
     from tests import failing
-    from tests.ui.modal import when_modal
+    from tests.ui.modal import reject_noting, when_modal
 
     with failing.json_server(200, failing.DISCOVERY) as issuer:  # no prompt_values_supported
         view = make_view(qtbot, world, tmp_path, monkeypatch, issuer)
@@ -345,12 +340,7 @@ def test_switch_account_asks_when_the_provider_cannot_offer_another(
             assert window is not None
             window.select("team")
             asked: list[str] = []
-
-            def cancel(box) -> None:  # type: ignore[no-untyped-def]
-                asked.append(box.text() + " " + box.informativeText())
-                box.reject()
-
-            when_modal(cancel)
+            when_modal(reject_noting(asked))
             with qtbot.wait_signal(view.controller.switch_checked, timeout=10000):
                 window.switch_button.click()
             qtbot.wait_until(lambda: bool(asked), timeout=5000)
