@@ -167,17 +167,18 @@ class GetCredential:
             if remote:
                 if consent is None:
                     raise AppError(f"this kubetray agent serves no SSH forwards ({remote})")
-                if at_once and not consent.granted(remote):
-                    return None  # a question for the person: the full request asks it
                 if not at_once:
                     consent.check(remote, st.identity.name, cluster, conv)
+                elif not consent.granted(remote):
+                    return None  # a question for the person: the full request asks it
             # Its credential: memory, the store, a refresh, or the login all callers share.
             skip_cache = info.response_code == 401
             if at_once:
                 cached = self._broker.cached_credential(st, opts, cluster, skip_cache)
                 if cached is None:
                     return None
-                if remote and consent is not None:
+                if remote:
+                    assert consent is not None  # checked above
                     consent.note_seen(remote)  # as check() does: an answered call counts
                 credential = cached
             else:
