@@ -3,9 +3,11 @@
 import contextlib
 import json
 import os
+import select
 import shutil
 import subprocess
 import sys
+import tempfile
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -38,27 +40,53 @@ def idp_available() -> bool:
     )
 
 
+START_TIMEOUT = 60.0
+"""oidc-provider announces itself within a second or two; a start that hangs is tried again."""
+
+
+def _start(settings: dict[str, Any]) -> tuple[subprocess.Popen[str], str | None, str]:
+    """Start provider.mjs; (process, its issuer line or None if it said nothing in time, its
+    stderr so far)."""
+    with tempfile.TemporaryFile(mode="w+") as err:
+        proc = subprocess.Popen(
+            ["node", str(OIDC_DIR / "provider.mjs"), json.dumps(settings)],
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+            cwd=OIDC_DIR,
+        )
+        assert proc.stdout is not None
+        ready, _, _ = select.select([proc.stdout], [], [], START_TIMEOUT)
+        line = proc.stdout.readline() if ready else None
+        err.seek(0)
+        return proc, line or None, err.read()[-2000:]
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    proc.terminate()
+    try:
+        proc.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+
+
 @contextlib.contextmanager
 def run_idp(**settings: Any) -> Iterator[IdP]:
     """Start oidc-provider on 127.0.0.1 with the given settings (see provider.mjs)."""
     require(
         idp_available(), "oidc-provider is not installed: run `make test` (npm ci in tests/oidc)"
     )
-    proc = subprocess.Popen(
-        ["node", str(OIDC_DIR / "provider.mjs"), json.dumps(settings)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        cwd=OIDC_DIR,
-    )
+    proc, line, err = _start(settings)
+    if line is None:  # seen once in a full run: node said nothing for 300 s
+        _stop(proc)
+        print(f"oidc-provider did not start within {START_TIMEOUT:g} s; trying again: {err}")
+        proc, line, err = _start(settings)
     try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert line, "oidc-provider did not start"
+        assert line, f"oidc-provider did not start: {err}"
         yield IdP(json.loads(line)["issuer"], proc)
     finally:
-        proc.terminate()
-        proc.communicate(timeout=10)
+        _stop(proc)
 
 
 def browser_available() -> bool:
