@@ -20,7 +20,7 @@ from app.identity import stored_key
 from app.model import OIDC, STORED, CallRecord, ContextUse, Credential, IdentityStatus, State
 from app.oidc.settings import OIDCSettings
 from app.oidc.tokens import MIN_MARGIN, TokenSet, handed_out_expiry
-from app.static_credentials import StoredCredential, StoredCredentials
+from app.static_credentials import StoredCredential, StoredCredentials, StoredInfo
 from exec_helper.options import HelperOptions
 
 MAX_RECORDS = 500
@@ -319,6 +319,9 @@ class Broker:
         """Every identity known to this agent, its index or the store, with its state."""
         now = self._clock()
         contexts = self._contexts(None)
+        # The index once per call, whatever the number of identities: the tray asks every
+        # second, and one read per stored identity made that quadratic (issue 33).
+        index = {info.name: info for info in self._stored.list()}
         out: list[IdentityStatus] = []
         seen: set[str] = set()
         for st in self.registry.known():
@@ -327,8 +330,8 @@ class Broker:
             if st.identity.kind == OIDC:
                 out.append(self._oidc_status(st, now, uses))
             else:
-                out.append(self._stored_status(st, now, uses))
-        for info in self._stored.list():
+                out.append(self._stored_status(st, now, uses, index.get(st.identity.name)))
+        for info in index.values():
             if info.name not in seen:
                 expires = datetime.fromisoformat(info.not_after) if info.not_after else None
                 starts = datetime.fromisoformat(info.not_before) if info.not_before else None
@@ -345,7 +348,10 @@ class Broker:
                 )
         return out
 
-    def _stored_status(self, st: Entry, now: datetime, contexts: tuple[str, ...]) -> IdentityStatus:
+    def _stored_status(
+        self, st: Entry, now: datetime, contexts: tuple[str, ...], info: StoredInfo | None
+    ) -> IdentityStatus:
+        """``info``: what the stored index says of it (None: not in the index)."""
         usage = self._use(st)
         with self._lock:
             cred, error, calls = usage.credential, usage.last_error, usage.calls
@@ -353,7 +359,6 @@ class Broker:
         expires = cred.not_after if cred else None
         starts = cred.not_before if cred else None
         kind = STORED
-        info = next((i for i in self._stored.list() if i.name == st.identity.name), None)
         if info is not None:
             kind = info.kind
             if expires is None and info.not_after:

@@ -144,10 +144,14 @@ class Registry:
             return
         doc = jsonfile.load(self._index_path)
         entries = _entries(doc)
+        reserved = self._reserved()
         with self._lock:
             if self._loaded_index:
                 return
             self._loaded_index = True
+            # Names taken so far, kept up to date: the stored names read once, not once per
+            # entry (a large index made the first status quadratic, issue 33).
+            taken = {st.identity.name for st in self._states.values()} | set(reserved)
             for name, raw, raw_key, chosen in entries:
                 try:
                     settings = OIDCSettings.from_dict(raw)
@@ -156,8 +160,8 @@ class Registry:
                 key = settings.key
                 if key in self._states:
                     continue
-                taken = self._taken(except_key=key)
                 identity = Identity(key, idmod.unique_name(name, taken), OIDC)
+                taken.add(identity.name)
                 legacy = raw_key if raw_key != key else None
                 self._states[key] = Entry(identity, settings, legacy_key=legacy, chosen=chosen)
 

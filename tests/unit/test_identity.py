@@ -93,6 +93,20 @@ def test_names_are_unique_and_chosen_names_win(tmp_path: Path) -> None:
     assert Registry(str(tmp_path / "ids.json")).find("staging") is None
 
 
+def test_loading_the_index_lists_the_stored_names_once(tmp_path: Path) -> None:
+    """A large index asked for the stored credentials' names once per entry (issue 33)."""
+    path = str(tmp_path / "ids.json")
+    first = Registry(path, reserved=lambda: ["prod"])
+    for i in range(40):
+        first.oidc(settings("--oidc-issuer-url=https://idp", f"--oidc-client-id=k{i}"))
+    first.oidc(settings("--oidc-issuer-url=https://idp", "--oidc-client-id=p"), chosen="prod")
+    asked: list[int] = []
+    again = Registry(path, reserved=lambda: asked.append(1) or ["prod"])
+    names = [st.identity.name for st in again.known()]
+    assert len(asked) == 1
+    assert sorted(names) == sorted([f"k{i}@idp" for i in range(40)] + ["prod-2"])
+
+
 def test_index_of_the_first_round_is_read_in_todays_form(tmp_path: Path) -> None:
     index = tmp_path / "ids.json"
     index.write_text(
