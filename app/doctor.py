@@ -1,10 +1,10 @@
 """``kubetray doctor``: each dependency checked once, with a line and a remedy each.
 
-Checks the kubeconfig files, the helper every kubetray user runs, the agent, the keyring (with
-a timeout: a locked or absent keyring never hangs it), each OIDC provider's discovery and
-capabilities, the clock against each provider's Date header, the proxy and CA settings, and
-whether each kubetray user's cluster CA verifies its API server (app.cluster_tls). Nothing
-secret is printed: a user's flags are read, never shown.
+Checks the kubeconfig files, the helper every kubetray user runs (once per distinct command),
+the agent, the keyring (with a timeout: a locked or absent keyring never hangs it), each OIDC
+provider's discovery and capabilities, the clock against each provider's Date header, the proxy
+and CA settings, and whether each kubetray user's cluster CA verifies its API server
+(app.cluster_tls). Nothing secret is printed: a user's flags are read, never shown.
 """
 
 import os
@@ -60,7 +60,11 @@ class KubetrayUser:
 
 def kubetray_users(view: View) -> Iterator[KubetrayUser]:
     """The users kubectl sees that run kubetray-exec, each with its per-context settings."""
-    contexts = [e.get("context") for _, e in view.merged("contexts")]
+    clusters_of: dict[str, list[object]] = {}  # user → the clusters its contexts name
+    for _, e in view.merged("contexts"):
+        ctx = e.get("context")
+        if isinstance(ctx, dict) and isinstance(ctx.get("user"), str):
+            clusters_of.setdefault(ctx["user"], []).append(ctx.get("cluster"))
     for f, entry in view.merged("users"):
         body = entry.get("user")
         exec_ = body.get("exec") if isinstance(body, dict) else None
@@ -68,9 +72,8 @@ def kubetray_users(view: View) -> Iterator[KubetrayUser]:
             continue
         args = [str(a) for a in exec_.get("args") or []]
         configs: list[dict[str, Any]] = [{}]
-        for ctx in contexts:
-            if isinstance(ctx, dict) and ctx.get("user") == entry["name"]:
-                configs.append(_extension(view, ctx.get("cluster")))
+        for cluster in clusters_of.get(entry["name"], ()):
+            configs.append(_extension(view, cluster))
         opts = []
         for config in configs:
             try:
@@ -109,9 +112,29 @@ def check_files(view: View) -> Iterator[Check]:
             yield Check(name, True, "readable and writable")
 
 
-def check_helper(user: KubetrayUser) -> Check:
-    name = f"helper of user {user.name}"
-    command = user.command
+def _users(names: list[str]) -> str:
+    """``user a``, ``users a, b and c``, or ``500 users (a, b … and 498 more)``."""
+    if len(names) == 1:
+        return f"user {names[0]}"
+    if len(names) <= 3:
+        return f"users {', '.join(names[:-1])} and {names[-1]}"
+    return f"{len(names)} users ({names[0]}, {names[1]} … and {len(names) - 2} more)"
+
+
+def check_helpers(users: list[KubetrayUser]) -> Iterator[Check]:
+    """One check per distinct helper command, naming the users that run it: a kubeconfig of
+    500 users all running one kubetray-exec starts it once, not 500 times (issue 33)."""
+    by_command: dict[str, list[str]] = {}
+    for user in users:
+        by_command.setdefault(user.command, []).append(user.name)
+    for command, names in by_command.items():
+        yield check_helper(command, names)
+
+
+def check_helper(command: str, users: list[str]) -> Check:
+    """Whether ``command`` (what kubeconfig says to run) is kubetray-exec, runs, and is found
+    where desktop apps look; ``users``: the kubeconfig users that run it (for the report)."""
+    name = f"helper of {_users(users)}"
     path = command if os.path.isabs(command) else shutil.which(command)
     if not path or not os.path.isfile(path) or not os.access(path, os.X_OK):
         return Check(
@@ -338,8 +361,7 @@ def run(
     users = list(kubetray_users(view))
     if not users:
         yield Check("kubetray users", True, "none in the kubeconfig yet (kubetray setup adds one)")
-    for user in users:
-        yield check_helper(user)
+    yield from check_helpers(users)
     yield check_agent(status)
     yield check_keyring(store, store_setting)
     providers: dict[tuple[str, str], OIDCSettings] = {}

@@ -1,9 +1,12 @@
-"""doctor's keyring check reports a failing disk under the keyring as one failed check, and
-the run goes on to the checks after it."""
+"""doctor: a failing disk under the keyring is one failed check and the run goes on; each
+distinct helper command is started once, however many users run it."""
 
 import errno
+from pathlib import Path
 
-from app.doctor import check_keyring
+from app import __version__
+from app.doctor import check_helpers, check_keyring, kubetray_users
+from app.kubeconfig.view import View
 from app.store.memory_store import MemorySecretStore
 
 
@@ -17,3 +20,42 @@ def test_a_disk_error_under_the_keyring_is_a_failed_check_not_the_end_of_doctor(
     assert not check.ok
     assert "No space left on device" in check.detail and "secrets" in check.detail
     assert check_keyring(MemorySecretStore).ok
+
+
+def _helper(where: Path, runs: Path) -> str:
+    """A kubetray-exec stand-in that notes each start and answers --version as the real one."""
+    where.mkdir()
+    path = where / "kubetray-exec"
+    path.write_text(f'#!/bin/sh\necho started >> "{runs}"\necho "kubetray-exec {__version__}"\n')
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_doctor_starts_each_distinct_helper_once_and_names_the_users_of_each(
+    tmp_path: Path,
+) -> None:
+    """A platform engineer's kubeconfig: many users, one kubetray-exec (issue 33: doctor
+    started it once per user, 8 s for 500)."""
+    runs = tmp_path / "runs"
+    shared, other = _helper(tmp_path / "a", runs), _helper(tmp_path / "b", runs)
+    missing = str(tmp_path / "gone" / "kubetray-exec")
+    users = [(f"bot-{i:02d}", shared) for i in range(30)]
+    users += [("solo", other), ("old-1", missing), ("old-2", missing)]
+    config = tmp_path / "config"
+    config.write_text(
+        "apiVersion: v1\nkind: Config\nusers:\n"
+        + "".join(
+            f"- name: {name}\n  user:\n    exec:\n      apiVersion: "
+            f"client.authentication.k8s.io/v1\n      command: {command}\n"
+            f"      args: [--stored, {name}]\n"
+            for name, command in users
+        )
+    )
+    checks = list(check_helpers(list(kubetray_users(View.load([str(config)])))))
+    assert len(runs.read_text().splitlines()) == 2
+    assert [(c.name, c.ok) for c in checks] == [
+        ("helper of 30 users (bot-00, bot-01 … and 28 more)", True),
+        ("helper of user solo", True),
+        ("helper of users old-1 and old-2", False),
+    ]
+    assert f"{missing} does not exist" in checks[2].detail
