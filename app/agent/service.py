@@ -38,6 +38,9 @@ MAX_ITEMS = 64
 """Arguments, or KUBETRAY_* environment settings."""
 MAX_STRING = 4096
 """One argument, setting, name or path."""
+MAX_ENV_STRING = 128 * 1024
+"""One environment item: Linux's cap on one environment string. A KUBECONFIG that lists a
+platform engineer's hundreds of files is far longer than MAX_STRING (issue 33)."""
 MAX_LIMIT = 10_000
 
 
@@ -61,7 +64,7 @@ def _str(request: dict[str, Any], key: str, limit: int = MAX_STRING) -> str:
     return value
 
 
-def _strings(request: dict[str, Any], key: str) -> tuple[str, ...]:
+def _strings(request: dict[str, Any], key: str, limit: int = MAX_STRING) -> tuple[str, ...]:
     value = request.get(key)
     if value is None:
         return ()
@@ -69,8 +72,8 @@ def _strings(request: dict[str, Any], key: str) -> tuple[str, ...]:
         raise BadRequest(f"{key} must be a list of strings")
     if len(value) > MAX_ITEMS:
         raise BadRequest(f"{key} has more than {MAX_ITEMS} items")
-    if any(len(v) > MAX_STRING for v in value):
-        raise BadRequest(f"an item of {key} is longer than {MAX_STRING} characters")
+    if any(len(v) > limit for v in value):
+        raise BadRequest(f"an item of {key} is longer than {limit} characters")
     return tuple(value)
 
 
@@ -311,7 +314,7 @@ class Service:
         req = CredentialRequest(
             exec_info=_str(request, "exec_info", MAX_EXEC_INFO),
             args=_strings(request, "args"),
-            env=_strings(request, "env"),
+            env=_strings(request, "env", MAX_ENV_STRING),
             stdin_tty=_flag(request, "stdin_tty"),
             stderr_tty=_flag(request, "stderr_tty"),
             # Before answering: the helper exits the moment it has its answer, and with it

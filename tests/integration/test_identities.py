@@ -83,6 +83,24 @@ def test_spellings_are_one_identity_named_after_the_kubeconfig_user(
     assert table.count("dev-alice") == 1 and "alice@example.test" in table
 
 
+def test_a_kubeconfig_of_hundreds_of_files_is_served_and_names_the_identity(
+    kt: KubetrayEnv, idp: IdP, tmp_path: Path
+) -> None:
+    """A platform engineer's KUBECONFIG lists a file per cluster: 300 paths are ~20 KB, which
+    the agent once refused as a malformed request (issue 33), failing every kubectl call."""
+    teams = tmp_path / "kubeconfigs-of-every-team-this-platform-engineer-works-with"
+    config = teams / "zz-dev.yaml"
+    teams.mkdir()
+    write_kubeconfig(config, kt.helper, login_args(idp.issuer))
+    others = [str(teams / f"team-{i:03d}.yaml") for i in range(300)]  # missing: read as empty
+    kt.env["KUBECONFIG"] = ":".join([*others, str(config)])
+    assert len(kt.env["KUBECONFIG"]) > 16 * 1024
+    done = kt.run_helper(*login_args(idp.issuer))
+    assert done.returncode == 0, done.stderr
+    assert "Logged in to dev-alice as alice" in done.stderr
+    assert [(r["name"], r["contexts"]) for r in oidc_rows(kt)] == [("dev-alice", ["dev"])]
+
+
 def test_a_restarted_agent_shows_the_true_state_before_any_call(
     kt: KubetrayEnv, start_agent: StartAgent, idp: IdP, tmp_path: Path
 ) -> None:
