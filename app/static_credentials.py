@@ -10,11 +10,13 @@ import base64
 import binascii
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 
 from app import jsonfile
 from app.errors import CredentialError, StoreError, UsageError
+from app.progress import Progress, quiet
 from app.store.secret_store import SecretStore
 
 TOKEN = "token"
@@ -205,15 +207,26 @@ class StoredCredentials:
 
     def save(self, cred: StoredCredential, now: datetime) -> None:
         """Put the secret in the store, then record it in the index."""
-        self._store.set(_KEY_PREFIX + cred.name, cred.to_bytes())
+        self.save_all([cred], now)
+
+    def save_all(
+        self, new: Sequence[StoredCredential], now: datetime, progress: Progress = quiet
+    ) -> None:
+        """Put each secret in the store, then record them all in the index with one write
+        (``secure --all``: one index write for hundreds, not one each). ``progress`` hears of
+        each secret stored."""
+        for done, cred in enumerate(new, 1):
+            self._store.set(_KEY_PREFIX + cred.name, cred.to_bytes())
+            progress("stored", done, len(new), cred.name)
         creds = self._read_index()
-        creds[cred.name] = {
-            "kind": cred.kind,
-            "not_after": cred.not_after.isoformat() if cred.not_after else None,
-            "not_before": cred.not_before.isoformat() if cred.not_before else None,
-            "subject": cred.subject,
-            "stored_at": now.isoformat(timespec="seconds"),
-        }
+        for cred in new:
+            creds[cred.name] = {
+                "kind": cred.kind,
+                "not_after": cred.not_after.isoformat() if cred.not_after else None,
+                "not_before": cred.not_before.isoformat() if cred.not_before else None,
+                "subject": cred.subject,
+                "stored_at": now.isoformat(timespec="seconds"),
+            }
         self._write_index(creds)
 
     def load(self, name: str) -> StoredCredential:
@@ -229,12 +242,20 @@ class StoredCredentials:
 
     def remove(self, name: str) -> bool:
         """Delete the secret and its index entry; False when neither existed."""
-        removed = self._store.delete(_KEY_PREFIX + check_name(name))
+        return bool(self.remove_all([name]))
+
+    def remove_all(self, names: Sequence[str], progress: Progress = quiet) -> list[str]:
+        """remove() of each name, with one index write; the names that existed."""
+        removed = []
+        for done, name in enumerate(names, 1):
+            if self._store.delete(_KEY_PREFIX + check_name(name)):
+                removed.append(name)
+            progress("removed", done, len(names), name)
         creds = self._read_index()
-        if creds.pop(name, None) is not None:
+        listed = [name for name in names if creds.pop(name, None) is not None]
+        if listed:
             self._write_index(creds)
-            removed = True
-        return removed
+        return list(dict.fromkeys([*removed, *listed]))
 
     def list(self) -> list[StoredInfo]:
         """What the index knows, sorted by name."""

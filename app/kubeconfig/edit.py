@@ -3,8 +3,11 @@
 A change is a function that edits one file's parsed content in place. ``apply`` runs it again
 on the file's latest content while holding ``<file>.lock``, so an entry kubectl wrote between
 the plan and the write is kept. Each changed file is backed up first, then replaced atomically.
+The files of one edit are locked together and backed up together before the first is replaced:
+one backup write for hundreds of files (see app.kubeconfig.backups), each of what it replaces.
 """
 
+import contextlib
 import copy
 import difflib
 from collections.abc import Callable
@@ -15,6 +18,7 @@ from app.kubeconfig import files
 from app.kubeconfig.backups import Backup, Backups
 from app.kubeconfig.secrets import redacted
 from app.kubeconfig.view import View
+from app.progress import Progress, quiet
 
 Change = Callable[[dict[str, Any]], None]
 
@@ -69,22 +73,32 @@ def diff(edit: Edit, view: View) -> str:
     return "".join(chunks)
 
 
-def apply(edit: Edit, backups: Backups, operation: str) -> list[Written]:
-    """Lock, re-read, change, back up and replace each file; return what was written."""
-    written = []
-    for path in sorted(edit.changes):
-        with files.locked(path):
+def apply(
+    edit: Edit, backups: Backups, operation: str, progress: Progress = quiet
+) -> list[Written]:
+    """Lock every file, re-read and change each, back them all up, then replace each; return
+    what was written. ``progress`` hears of each file written."""
+    with contextlib.ExitStack() as locks:
+        changed: list[tuple[str, files.KubeconfigFile, dict[str, Any]]] = []
+        for path in sorted(edit.changes):
+            locks.enter_context(files.locked(path))
             f = files.read(path)
             after = _changed(f.data, edit.changes[path])
             if after == f.data and f.text is not None:
                 continue
             files.check_target(f)
-            backup = backups.save(f, operation) if f.text is not None else None
+            changed.append((path, f, after))
+        existing = [f for _, f, _ in changed if f.text is not None]
+        taken = iter(backups.save_all(existing, operation) if existing else [])
+        written = []
+        for path, f, after in changed:
+            backup = next(taken) if f.text is not None else None
             text = files.render(after, as_json=f.is_json)
             if f.text and "\r\n" in f.text:
                 text = text.replace("\n", "\r\n")  # a file edited on Windows stays CRLF
             files.write_atomic(f.real, text.encode("utf-8"), files.file_mode(f.real))
             written.append(Written(path, backup))
+            progress("wrote", len(written), len(changed), path)
     return written
 
 
