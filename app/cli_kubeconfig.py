@@ -7,14 +7,18 @@ waits) needs none of it.
 
 import argparse
 import base64
+import contextlib
 import copy
 import os
+import shutil
 import sys
+from collections.abc import Iterator
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 from app.cli_help import add_command
 from app.errors import UsageError
+from exec_helper.errors import printable
 
 if TYPE_CHECKING:
     from app.kubeconfig import edit as edits
@@ -25,6 +29,49 @@ if TYPE_CHECKING:
 
 def _warn(line: str) -> None:
     print(f"kubetray: {line}", file=sys.stderr)
+
+
+class _Progress:
+    """Progress of a long kubeconfig command on stderr (stdout keeps the report): on a terminal
+    one line redrawn in place, with a bar; elsewhere (a log, CI) a line per step. Nothing for a
+    single step: its report follows at once."""
+
+    BAR = 24
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self._stream = stream or sys.stderr
+        self._tty = self._stream.isatty()
+        self._drawn = False
+
+    def __call__(self, step: str, done: int, total: int, item: str) -> None:
+        if total < 2:
+            return
+        item = printable(item)  # a user's name comes from a file: no terminal escapes
+        if not self._tty:
+            print(f"kubetray: {step} {done}/{total}: {item}", file=self._stream, flush=True)
+            return
+        filled = self.BAR * done // total
+        line = f"{step} [{'#' * filled}{'-' * (self.BAR - filled)}] {done}/{total}  {item}"
+        width = shutil.get_terminal_size().columns - 1
+        self._stream.write("\r\x1b[K" + line[:width])
+        self._stream.flush()
+        self._drawn = True
+
+    def close(self) -> None:
+        """Clear the bar, so the report starts on a clean line."""
+        if self._drawn:
+            self._stream.write("\r\x1b[K")
+            self._stream.flush()
+            self._drawn = False
+
+
+@contextlib.contextmanager
+def _progress() -> Iterator[_Progress]:
+    shown = _Progress()
+    try:
+        yield shown
+    finally:
+        shown.close()
 
 
 def _confirm(args: argparse.Namespace, what: str) -> None:
@@ -55,12 +102,10 @@ def _review(view: "View", edit: "Edit", args: argparse.Namespace, what: str) -> 
 
 
 def _report(written: "list[edits.Written]") -> None:
-    from app.kubeconfig.backups import IN_STORE
-
     for w in written:
         if w.backup is None:
             print(f"wrote {w.path} (new file)")
-        elif w.backup.where == IN_STORE:
+        elif w.backup.in_store:
             print(f"wrote {w.path} (it holds secrets: its backup is in the OS keyring)")
         else:
             print(f"wrote {w.path} (backup: {w.backup.ref})")
@@ -127,7 +172,9 @@ def cmd_import(args: argparse.Namespace) -> int:
         for c in undo.changed_since:
             _warn(f"left {c.user} in {c.file} as it is: it changed since the import")
         if _review(undo.view, undo.edit, args, "undo the last import"):
-            _report(imports.apply_undo(undo))
+            with _progress() as shown:
+                written = imports.apply_undo(undo, shown)
+            _report(written)
         return 0
     p = imports.plan_import(_paths(args))
     for s in p.skipped:
@@ -136,7 +183,9 @@ def cmd_import(args: argparse.Namespace) -> int:
         print("no kubelogin users found: nothing to import")
         return 1 if p.skipped else 0
     if _review(p.view, p.edit, args, f"switch {len(p.changes)} user(s) to kubetray-exec"):
-        _report(imports.apply_import(p))
+        with _progress() as shown:
+            written = imports.apply_import(p, shown)
+        _report(written)
         print(f"imported {', '.join(c.user for c in p.changes)}; undo: kubetray import --undo")
     return 0
 
@@ -159,7 +208,9 @@ def cmd_secure(args: argparse.Namespace) -> int:
         p.view, p.edit, args, f"move the secrets of {len(p.moves)} user(s) to the keyring"
     ):
         return 0
-    _report(secrets.apply_secure(p, now))
+    with _progress() as shown:
+        written = secrets.apply_secure(p, now, shown)
+    _report(written)
     for m in p.moves:
         print(f"{m.change.user}: now kubetray-exec --stored {m.credential.name}")
     for path in p.files_still_holding_secrets():
@@ -178,18 +229,20 @@ def cmd_unsecure(args: argparse.Namespace) -> int:
     from app import compose
 
     secrets = compose.secrets()
-    p = secrets.plan_unsecure(None if args.all else args.users)
+    with _progress() as shown:
+        p = secrets.plan_unsecure(None if args.all else args.users, shown)
     for c in p.changed_since:
         _warn(f"left {c.user} in {c.file} as it is: it changed since kubetray secured it")
     if _review(p.view, p.edit, args, "put the secrets back"):
-        _report(secrets.apply_unsecure(p))
+        with _progress() as shown:
+            written = secrets.apply_unsecure(p, shown)
+        _report(written)
     return 0
 
 
 def cmd_backups(args: argparse.Namespace) -> int:
     from app import compose
     from app.kubeconfig import files
-    from app.kubeconfig.backups import IN_STORE
     from app.kubeconfig.edit import Edit
     from app.kubeconfig.view import View
 
@@ -215,7 +268,7 @@ def cmd_backups(args: argparse.Namespace) -> int:
     if not rows:
         print("no kubeconfig backups yet")
     for b in rows:
-        where = "in the OS keyring" if b.where == IN_STORE else b.ref
+        where = "in the OS keyring" if b.in_store else b.ref
         print(f"{b.id}  {b.time}  {b.operation:<14} {b.file}  ({where})")
     return 0
 

@@ -14,6 +14,7 @@ from app.kubeconfig.edit import Edit, Written
 from app.kubeconfig.migrate import Skipped
 from app.kubeconfig.records import Records, UserChange
 from app.kubeconfig.view import View
+from app.progress import Progress, quiet
 
 
 @dataclass(frozen=True)
@@ -47,10 +48,10 @@ class ImportKubelogin:
         edit, changes, skipped = migrate.plan(view, self._helper)
         return ImportPlan(view, edit, changes, skipped)
 
-    def apply_import(self, p: ImportPlan) -> list[Written]:
-        """Record the changes (for the undo), then write them."""
+    def apply_import(self, p: ImportPlan, progress: Progress = quiet) -> list[Written]:
+        """Record the changes (for the undo), then write them (``progress``: each file)."""
         self._imports.push(p.changes)
-        return edits.apply(p.edit, self._backups, "import")
+        return edits.apply(p.edit, self._backups, "import", progress)
 
     def plan_undo(self) -> UndoPlan:
         batches = self._imports.batches()
@@ -61,8 +62,8 @@ class ImportKubelogin:
         changed = [c for c in batch if not records.still_as_written(view, c)]
         return UndoPlan(view, records.undo(batch), changed)
 
-    def apply_undo(self, p: UndoPlan) -> list[Written]:
-        """Write the users back and drop the last import's record."""
-        written = edits.apply(p.edit, self._backups, "import --undo")
+    def apply_undo(self, p: UndoPlan, progress: Progress = quiet) -> list[Written]:
+        """Write the users back and drop the last import's record (``progress``: each file)."""
+        written = edits.apply(p.edit, self._backups, "import --undo", progress)
         self._imports.save(self._imports.batches()[:-1])
         return written

@@ -19,6 +19,7 @@ from app.kubeconfig.edit import Edit, Written
 from app.kubeconfig.migrate import Skipped
 from app.kubeconfig.records import Records, UserChange
 from app.kubeconfig.view import View
+from app.progress import Progress, quiet
 from app.static_credentials import StoredCredentials
 from app.store.secret_store import SecretStore
 
@@ -87,29 +88,32 @@ class Secrets:
         left = secure.leftovers(view) if users is None else []
         return SecurePlan(view, edit, moves, skipped, left)
 
-    def apply_secure(self, p: SecurePlan, now: datetime) -> list[Written]:
-        """Store the credentials, record the change, write the kubeconfig; all or nothing."""
+    def apply_secure(
+        self, p: SecurePlan, now: datetime, progress: Progress = quiet
+    ) -> list[Written]:
+        """Store the credentials, record the change, write the kubeconfig; all or nothing.
+        ``progress`` hears of each credential stored and each file written."""
         store, creds = self._store, self._creds
         secured = Records(store, records.SECURED)
         before = secured.batches()
-        saved = []
+        names = [m.credential.name for m in p.moves]  # new names (plan_secure chose them)
         try:
-            for m in p.moves:  # secrets first: a crash before the write leaves the kubeconfig
-                creds.save(m.credential, now)
-                saved.append(m)
-                self._invalidate(m.credential.name)
+            # Secrets first: a crash before the write leaves the kubeconfig as it was.
+            creds.save_all([m.credential for m in p.moves], now, progress)
+            for name in names:
+                self._invalidate(name)
             secured.save([*before, [m.change for m in p.moves]])
-            return edits.apply(p.edit, self._backups, "secure")
+            return edits.apply(p.edit, self._backups, "secure", progress)
         except (AppError, OSError):
             with contextlib.suppress(AppError, OSError):  # undo what we can; report the first error
                 secured.save(before)
-            for m in saved:
-                with contextlib.suppress(AppError, OSError):
-                    creds.remove(m.credential.name)
+            with contextlib.suppress(AppError, OSError):
+                creds.remove_all(names)
             raise
 
-    def plan_unsecure(self, users: list[str] | None) -> UnsecurePlan:
-        """``users`` None: every user kubetray secured."""
+    def plan_unsecure(self, users: list[str] | None, progress: Progress = quiet) -> UnsecurePlan:
+        """``users`` None: every user kubetray secured. ``progress`` hears of each credential
+        read back from the store."""
         store, creds = self._store, self._creds
         changes = [c for batch in Records(store, records.SECURED).batches() for c in batch]
         chosen = [c for c in changes if users is None or c.user in users]
@@ -120,26 +124,32 @@ class Secrets:
                 if users is None
                 else "kubetray unsecure --all puts back every secret it moved",
             )
-        restore = [secure.restorable(c, creds.load(c.stored) if c.stored else None) for c in chosen]
+        restore = []
+        for done, c in enumerate(chosen, 1):
+            restore.append(secure.restorable(c, creds.load(c.stored) if c.stored else None))
+            progress("read", done, len(chosen), c.stored or c.user)
         view = View.load(sorted({c.file for c in chosen}), lock=True)
         changed = [c for c in chosen if not records.still_as_written(view, c)]
         return UnsecurePlan(view, records.undo(restore), restore, changed)
 
-    def apply_unsecure(self, p: UnsecurePlan) -> list[Written]:
-        """Write the users back, then forget the credentials of those that read as before."""
+    def apply_unsecure(self, p: UnsecurePlan, progress: Progress = quiet) -> list[Written]:
+        """Write the users back, then forget the credentials of those that read as before.
+        ``progress`` hears of each file written and each credential removed."""
         store, creds = self._store, self._creds
         secured = Records(store, records.SECURED)
-        written = edits.apply(p.edit, self._backups, "unsecure")
+        written = edits.apply(p.edit, self._backups, "unsecure", progress)
         view = View.load(sorted({c.file for c in p.restore}), lock=True)
-        done = []
+        by_path = {f.path: f for f in view.files}
+        done, gone = set(), []
         for c in p.restore:
-            f = next(f for f in view.files if f.path == c.file)
-            entry = f.find("users", c.user)
+            entry = by_path[c.file].find("users", c.user)
             if entry is not None and entry.get("user") == c.before:
                 if c.stored:
-                    creds.remove(c.stored)
-                    self._invalidate(c.stored)
-                done.append((c.file, c.user))
+                    gone.append(c.stored)
+                done.add((c.file, c.user))
+        creds.remove_all(gone, progress)
+        for name in gone:
+            self._invalidate(name)
         secured.save(
             [[c for c in batch if (c.file, c.user) not in done] for batch in secured.batches()]
         )
