@@ -14,7 +14,6 @@ item goes when no backup in the journal refers to it any more.
 """
 
 import contextlib
-import glob
 import json
 import os
 import time
@@ -125,8 +124,9 @@ class Backups:
         self._write_journal(every)
         # Backup files a killed kubetray wrote but never listed go too, oldest first.
         listed = {b.ref for b in every}
+        listings: dict[str, list[str]] = {}
         for real in dict.fromkeys(f.real for f in fs):
-            strays = sorted(glob.glob(glob.escape(real) + ".kubetray-*.bak"))
+            strays = _backup_files(real, listings)
             for path in [p for p in strays if p not in listed][: max(0, len(strays) - KEEP)]:
                 with contextlib.suppress(OSError):
                     os.unlink(path)
@@ -153,6 +153,22 @@ class Backups:
                 return f.read()
         except FileNotFoundError:
             raise AppError(f"backup {backup.id} of {backup.file} no longer exists") from None
+
+
+def _backup_files(real: str, listings: dict[str, list[str]]) -> list[str]:
+    """``<real>.kubetray-*.bak`` beside ``real``, sorted (oldest first). ``listings`` keeps each
+    directory's names: hundreds of kubeconfigs in one directory are listed once, not each."""
+    directory, base = os.path.split(real)
+    if directory not in listings:
+        try:
+            listings[directory] = os.listdir(directory or ".")
+        except OSError:
+            listings[directory] = []
+    names = listings[directory]
+    prefix = base + ".kubetray-"
+    return sorted(
+        os.path.join(directory, n) for n in names if n.startswith(prefix) and n.endswith(".bak")
+    )
 
 
 def _member(data: bytes, backup: Backup) -> bytes:

@@ -222,3 +222,17 @@ def test_progress_is_a_bar_on_a_terminal_and_a_line_per_step_elsewhere(
     assert drawn.split("\r\x1b[K")[-1].startswith("wrote [" + "#" * 24 + "] 4/4")
     bar.close()
     assert term.getvalue().endswith("\r\x1b[K")  # the report starts on a clean line
+
+
+def test_unlisted_backup_files_beyond_the_kept_ones_go_oldest_first(tmp_path: Path) -> None:
+    """What a killed kubetray left beside a file (written, never journaled), and only that."""
+    backups = Backups(str(tmp_path / "journal.json"), Store)
+    a, b = team_files(tmp_path / "kube", 2, user="exec: {{command: kubectl, args: [{i}]}}")
+    left = [f"{a}.kubetray-2026010{i}-000000-000000000.bak" for i in range(1, 8)]
+    other = [f"{b}.kubetray-20260101-000000-000000000.bak", f"{a}.kubetray-1.bak.txt"]
+    for path in [*left, *other]:
+        Path(path).write_text("old\n")
+    taken = backups.save_all([files.read(a)], "test")
+    kept = sorted(str(p) for p in (tmp_path / "kube").glob("team-00.yaml.kubetray-*.bak"))
+    assert kept == sorted([*left[3:], taken[0].ref])
+    assert all(Path(p).exists() for p in other)
