@@ -12,6 +12,7 @@ Precedence: per-cluster config, then arguments, then environment.
 
 import argparse
 import dataclasses
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -233,6 +234,14 @@ def build_parser() -> argparse.ArgumentParser:
 _REFUSED_DEST = "refused:"
 
 
+@functools.cache
+def _cached_parser() -> argparse.ArgumentParser:
+    """build_parser() once per process: building it costs ~2 ms, and the agent and doctor
+    resolve the flags of every kubeconfig context (500 contexts: a second of building).
+    Parsing only reads it, so threads may share it."""
+    return build_parser()
+
+
 def _ignored(
     parser: argparse.ArgumentParser, names: list[str], dest: str, kind: str, help: str
 ) -> None:
@@ -276,7 +285,7 @@ def _normalize(f: dataclasses.Field[Any], value: Any) -> Any:
 def parse_args(args: list[str]) -> dict[str, Any]:
     """Parse arguments into {field name: value} for the flags that were given."""
     try:
-        ns, rest = build_parser().parse_known_args(strip_subcommand(list(args)))
+        ns, rest = _cached_parser().parse_known_args(strip_subcommand(list(args)))
     except argparse.ArgumentTypeError as e:  # pragma: no cover - argparse wraps these
         raise OptionsError(str(e)) from None
     _refuse(
