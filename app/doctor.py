@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 from app import __version__, cluster_tls
 from app.errors import AgentNotRunning, AppError
-from app.kubeconfig.files import KubeconfigError
+from app.kubeconfig.files import KubeconfigError, KubeconfigFile
 from app.kubeconfig.uses import is_helper
 from app.kubeconfig.view import View, default_paths
 from app.oidc.client import CLOCK_SKEW, OIDCClient
@@ -65,6 +65,7 @@ def kubetray_users(view: View) -> Iterator[KubetrayUser]:
         ctx = e.get("context")
         if isinstance(ctx, dict) and isinstance(ctx.get("user"), str):
             clusters_of.setdefault(ctx["user"], []).append(ctx.get("cluster"))
+    clusters = _entries(view, "clusters")
     for f, entry in view.merged("users"):
         body = entry.get("user")
         exec_ = body.get("exec") if isinstance(body, dict) else None
@@ -73,7 +74,7 @@ def kubetray_users(view: View) -> Iterator[KubetrayUser]:
         args = [str(a) for a in exec_.get("args") or []]
         configs: list[dict[str, Any]] = [{}]
         for cluster in clusters_of.get(entry["name"], ()):
-            configs.append(_extension(view, cluster))
+            configs.append(_extension(clusters.get(str(cluster), (None, None))[1]))
         opts = []
         for config in configs:
             try:
@@ -83,8 +84,13 @@ def kubetray_users(view: View) -> Iterator[KubetrayUser]:
         yield KubetrayUser(f.path, str(entry["name"]), str(exec_["command"]), opts)
 
 
-def _extension(view: View, cluster: object) -> dict[str, Any]:
-    entry = view.get("clusters", str(cluster))
+def _entries(view: View, kind: str) -> dict[str, tuple[KubeconfigFile, dict[str, Any]]]:
+    """Name → (file, entry) as kubectl uses them (View.holder and find, for every name at
+    once: one lookup each made doctor quadratic in the contexts)."""
+    return {str(e["name"]): (f, e) for f, e in view.merged(kind)}
+
+
+def _extension(entry: dict[str, Any] | None) -> dict[str, Any]:
     body = entry.get("cluster") if entry else None
     value = extension(body) if isinstance(body, dict) else None
     return value if isinstance(value, dict) else {}
@@ -317,10 +323,10 @@ def check_clusters(
         if isinstance(ctx, dict) and ctx.get("user") in names:
             contexts.setdefault(str(ctx.get("cluster")), []).append(str(entry["name"]))
     defaults = set(default_paths())
+    defined = _entries(view, "clusters")
     clusters = []
     for name, used_by in contexts.items():
-        holder = view.holder("clusters", name)
-        found = holder.find("clusters", name) if holder else None
+        holder, found = defined.get(name, (None, None))
         if holder is None or found is None:
             yield Check(
                 f"cluster {name}",
