@@ -42,6 +42,13 @@ def id_tokens_of(jwks: dict[str, Any], issuer: str, audience: str) -> Callable[[
     return check
 
 
+class _Server(ThreadingHTTPServer):
+    # A real API server listens with the kernel's backlog. socketserver's 5, with TLS handshakes
+    # done one at a time in the accept loop, drops the SYNs of 8 clients connecting at once
+    # (doctor checks clusters in parallel) and each dropped one waits 1 s to resend.
+    request_queue_size = 128
+
+
 class APIServer:
     """Run with ``with APIServer(...) as api:``; ``api.url``, ``api.ca_pem``, ``api.seen``."""
 
@@ -72,7 +79,7 @@ class APIServer:
         ctx.load_cert_chain(d / "tls.crt", d / "tls.key")
         ctx.load_verify_locations(d / "ca.crt")
         ctx.verify_mode = ssl.CERT_OPTIONAL  # a token-only client sends no certificate
-        server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        server = _Server(("127.0.0.1", 0), _handler(self))
         server.socket = ctx.wrap_socket(server.socket, server_side=True)
         server.daemon_threads = True
         self._server = server
