@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help system-deps install run test test-fast lint bench bench-login bench-idle bench-installed bench-hardening bench-all package fuzz screenshots clean
+.PHONY: help system-deps install run test test-fast lint bench bench-login bench-idle bench-installed bench-hardening bench-scale bench-all package fuzz screenshots clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 18
@@ -84,7 +84,7 @@ fuzz: system-deps install ## fuzz the C launcher's answer parser with libFuzzer 
 bench-installed: system-deps install ## the packaged helper's figures (bench/installed_helper)
 	scripts/with-keyring $(BIN)/python bench/installed_helper.py
 
-bench-all: system-deps install $(NODE_DEPS) ## the performance figures side by side: packaged helper, agent start, idle
+bench-all: system-deps install $(NODE_DEPS) ## the performance figures side by side: packaged helper, agent start, idle, scale
 	scripts/with-keyring $(BIN)/python bench/all.py $(BENCH_ARGS)
 
 bench-login: system-deps install $(NODE_DEPS) ## print the login figures (bench/login)
@@ -92,6 +92,9 @@ bench-login: system-deps install $(NODE_DEPS) ## print the login figures (bench/
 
 bench-idle: system-deps install ## print the app's idle RSS and CPU (bench/idle)
 	scripts/with-keyring $(BIN)/python bench/idle.py
+
+bench-scale: system-deps install $(NODE_DEPS) ## costs at 1 to 500 contexts and identities (bench/scale; BENCH_ARGS=--before-tree DIR)
+	scripts/with-keyring $(BIN)/python bench/scale.py $(BENCH_ARGS)
 
 bench-hardening: system-deps install ## the agent under abuse: RSS, waits, load (bench/hardening)
 	scripts/with-keyring $(BIN)/python bench/hardening.py

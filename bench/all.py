@@ -10,8 +10,12 @@
    helper (and --before). Target: <= 300 ms.
 3. The app idle with five identities (bench/idle). Target: RSS <= 95 MB, CPU ~0 %. With
    --before-tree DIR (a checkout of an older commit), the same for it.
+4. Costs as a setup grows to 500 contexts and identities (bench/scale, issue 33): status, the
+   tray's tick and idle CPU, window and Diagnostics open, doctor, secure, the refresh burst,
+   each with its budget. With --before-tree DIR, that tree too, in the same run.
 
-    make bench-all  (or: python bench/all.py [--before DIR] [--before-tree DIR] [--idle S])
+    make bench-all  (or: python bench/all.py [--before DIR] [--before-tree DIR] [--idle S]
+                     [--scale-sizes 1,10,50,200,500])
 """
 
 import argparse
@@ -36,6 +40,9 @@ def main() -> int:
     parser.add_argument("--before-tree", type=Path, help="an older source tree for the idle bench")
     parser.add_argument("--idle", default="60", help="idle seconds (default 60)")
     parser.add_argument("-n", default="30", help="rounds for the hot path (default 30)")
+    parser.add_argument(
+        "--scale-sizes", default="1,10,50,200,500", help="N for bench/scale (default 1,...,500)"
+    )
     args = parser.parse_args()
     py = sys.executable
     bench = ROOT / "bench"
@@ -62,6 +69,11 @@ def main() -> int:
             f"app idle (before: {args.before_tree})",
             [py, str(args.before_tree / "bench" / "idle.py"), "--idle", args.idle],
         )
+    before = ["--before-tree", str(args.before_tree)] if args.before_tree else []
+    _run(
+        "scale" + (f" (compare: {args.before_tree}, before)" if args.before_tree else ""),
+        [py, str(bench / "scale.py"), "--sizes", args.scale_sizes, *before],
+    )
     return 0
 
 
