@@ -81,6 +81,7 @@ def _stamp(path: str) -> tuple[str, int, int]:
 
 def _scan(view: View) -> _Scan:
     users = {str(e.get("name")): (f.path, e) for f, e in view.merged("users")}
+    clusters = {str(e.get("name")): e for _, e in view.merged("clusters")}  # once, not per context
     out: dict[str, list[ContextUse]] = {}
     every: list[ContextUse] = []
     for where, entry in view.merged("contexts"):
@@ -97,7 +98,7 @@ def _scan(view: View) -> _Scan:
         try:
             opts = options.resolve(
                 [str(a) for a in exec_.get("args") or []],
-                _cluster_config(view, cluster),
+                _cluster_config(clusters.get(cluster)),
                 _env(exec_.get("env")),
             )
         except options.OptionsError:
@@ -110,8 +111,7 @@ def _scan(view: View) -> _Scan:
     return out, every
 
 
-def _cluster_config(view: View, cluster: str) -> dict[str, Any] | None:
-    entry = view.get("clusters", cluster)
+def _cluster_config(entry: dict[str, Any] | None) -> dict[str, Any] | None:
     body = entry.get("cluster") if entry else None
     value = extension(body) if isinstance(body, dict) else None
     return value if isinstance(value, dict) else None
