@@ -13,8 +13,8 @@ For N = 1, 10, 50, 200, 500 (``--sizes``), from a fresh installation each time:
   **tick** (the tray's per-second update), the main **window**'s and **Diagnostics**' first
   open.
 - **refresh burst**: N OIDC identities logged in at a real oidc-provider (password grant,
-  120 s tokens), the agent stopped until every one is due, then started: the time from the
-  first refresh to the last (``--no-refresh`` skips it; it costs about a minute per size).
+  150 s tokens), the agent stopped until every one is due, then started: the time from the
+  first refresh to the last (``--no-refresh`` skips it; it costs about 1.5 minutes per size).
 
 Budgets (issue 33; the ones it leaves open are this bench's choice, marked *): at N = 500,
 status <= 20 ms in process, idle CPU <= 1 %, window open <= 100 ms, doctor <= 2 s; tick
@@ -57,8 +57,12 @@ from tests.pki import CA  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
 SIZES = (1, 10, 50, 200, 500)
-LIFETIME = 120
-"""Token lifetime at the provider for the refresh burst: due 30 s after issue, stale at 60 s."""
+LIFETIME = 150
+"""Token lifetime at the provider for the refresh burst. The agent refreshes 1.5 margins (60 s
+each here) before expiry: due 60 s after issue, after the logins of 500 identities (~35 s
+here), so that none is refreshing when the agent is stopped (a refresh cut short by the stop
+would leave a rotated refresh token unsaved)."""
+DUE_AFTER = LIFETIME - 90
 PARALLEL = 4
 """kubectl-like callers at once when serving or logging in N identities (2 shared cores)."""
 
@@ -290,8 +294,9 @@ def measure_stored(tree: Path, n: int, api: APIServer, idle: float) -> dict[str,
     return out
 
 
-def measure_burst(tree: Path, n: int, issuer: str) -> float:
-    """Seconds from the first to the last refresh when N identities are due at once."""
+def measure_burst(tree: Path, n: int, issuer: str) -> float | str:
+    """Seconds from the first to the last refresh when N identities are due at once (or what
+    went wrong, in words)."""
     with install(tree) as kt:
         agent = kt.start("agent")
         try:
@@ -311,7 +316,7 @@ def measure_burst(tree: Path, n: int, issuer: str) -> float:
             )
         finally:
             stop(agent)
-        time.sleep(LIFETIME / 4 + 1)  # every token issued so far is now due, none stale
+        time.sleep(DUE_AFTER + 1)  # every token issued so far is now due, none stale
         agent = kt.start("agent")
         try:
             deadline = time.monotonic() + LIFETIME
@@ -323,7 +328,8 @@ def measure_burst(tree: Path, n: int, issuer: str) -> float:
                 if len(times) >= n:
                     return (max(times) - min(times)).total_seconds()
                 if time.monotonic() > deadline:
-                    raise RuntimeError(f"only {len(times)} of {n} refreshed in {LIFETIME} s")
+                    errors = {str(i.get("error")) for i in rows if not i.get("refreshes")}
+                    return f"{len(times)} of {n} refreshed in {LIFETIME} s; others: {errors}"
                 time.sleep(2)
         finally:
             stop(agent)
@@ -368,22 +374,37 @@ def main() -> int:
     trees = {"this tree": ROOT}
     if args.before_tree:
         trees[f"before ({args.before_tree})"] = args.before_tree.resolve()
-    results: dict[str, dict[int, dict[str, Any]]] = {t: {} for t in trees}
+    results: dict[str, dict[int, dict[str, Any]]] = {t: {n: {} for n in sizes} for t in trees}
+    notes: list[str] = []
     with APIServer(CA(), token="unused") as api:
         for n in sizes:
             for label, tree in trees.items():
                 print(f"-- {label}, N = {n}", flush=True)
-                results[label][n] = measure_stored(tree, n, api, args.idle)
-    if not args.no_refresh:
+                try:
+                    results[label][n] = measure_stored(tree, n, api, args.idle)
+                except (RuntimeError, AssertionError, OSError, ValueError) as e:
+                    notes.append(f"{label}, N = {n}: {e}")  # the other sizes still count
+    if args.no_refresh:
+        notes.append("refresh burst: not measured (--no-refresh)")
+    else:
         from tests.idp import run_idp
 
         with run_idp(password=True, ttl={"AccessToken": LIFETIME, "IdToken": LIFETIME}) as idp:
             for n in sizes:
                 for label, tree in trees.items():
                     print(f"-- {label}, refresh burst, N = {n}", flush=True)
-                    results[label][n]["burst"] = measure_burst(tree, n, idp.issuer)
+                    try:
+                        burst = measure_burst(tree, n, idp.issuer)
+                    except (RuntimeError, OSError, ValueError) as e:
+                        burst = str(e)
+                    if isinstance(burst, str):
+                        notes.append(f"{label}, refresh burst, N = {n}: {burst}")
+                    else:
+                        results[label][n]["burst"] = burst
     for label, rows in results.items():
         table(f"kubetray at scale: {label}", rows)
+    for note in notes:
+        print(f"  note: {note}")
     return 0
 
 
