@@ -35,6 +35,11 @@ _REMEDY = (
     "--unlock --components=secrets (OIDC logins work without a keyring, tokens in memory)"
 )
 T = TypeVar("T")
+_ONE_AT_A_TIME = threading.Lock()
+"""Every keyring call of this process, one at a time. gnome-keyring (42, Debian 12) served
+parallel calls wrongly under load: an existing item read as missing (kubetray then made a new
+data key, and every sealed secret was lost), and after ~1,300 items it died, taking its
+unlocked collection with it. It answers one call at a time anyway."""
 
 
 class NoKeyring(StoreUnavailable):
@@ -63,7 +68,8 @@ class KeyringSecretStore:
 
         def run() -> None:
             try:
-                box["value"] = fn(*args)
+                with _ONE_AT_A_TIME:  # held by a call stuck on a prompt: the others time out too
+                    box["value"] = fn(*args)
             except BaseException as e:
                 box["error"] = e
 
@@ -133,6 +139,7 @@ class KeyringSecretStore:
     # -- sealed files -------------------------------------------------------------------------
 
     def _data_key(self) -> bytes:
+        """The key sealed files are encrypted with, made on the first seal."""
         encoded = self._get_item(DATA_KEY_ITEM)
         if encoded is None:
             encoded = base64.b64encode(AESGCM.generate_key(bit_length=256)).decode()
@@ -163,8 +170,16 @@ class KeyringSecretStore:
                 f"the sealed secret file for {key} is missing ({path})",
                 "store the credential again",
             ) from None
+        # Read, never made here: a new key opens no file sealed before, and would lose every
+        # one of them. A keyring that fails now is that failure, not a lost secret.
+        encoded = self._get_item(DATA_KEY_ITEM)
+        if encoded is None:
+            raise SecretLost(
+                f"the keyring holds no key for the sealed secret file of {key}",
+                "store the credential again",
+            )
         try:
-            return AESGCM(self._data_key()).decrypt(blob[:12], blob[12:], key.encode())
+            return AESGCM(base64.b64decode(encoded)).decrypt(blob[:12], blob[12:], key.encode())
         except Exception:
             raise SecretLost(
                 f"the sealed secret file for {key} does not decrypt with the keyring's key",
