@@ -94,7 +94,7 @@ bench-idle: system-deps install ## print the app's idle RSS and CPU (bench/idle)
 	scripts/with-keyring $(BIN)/python bench/idle.py
 
 bench-scale: system-deps install $(NODE_DEPS) ## costs at 1 to 500 contexts and identities (bench/scale; BENCH_ARGS=--before-tree DIR)
-	scripts/with-keyring $(BIN)/python bench/scale.py $(BENCH_ARGS)
+	$(BIN)/python bench/scale.py $(BENCH_ARGS)
 
 bench-hardening: system-deps install ## the agent under abuse: RSS, waits, load (bench/hardening)
 	scripts/with-keyring $(BIN)/python bench/hardening.py

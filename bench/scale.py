@@ -16,6 +16,8 @@ For N = 1, 10, 50, 200, 500 (``--sizes``), from a fresh installation each time:
   150 s tokens), the agent stopped until every one is due, then started: the time from the
   first refresh to the last (``--no-refresh`` skips it; it costs about 1.5 minutes per size).
 
+Each installation has its own session bus and gnome-keyring (no with-keyring needed).
+
 Budgets (issue 33; the ones it leaves open are this bench's choice, marked *): at N = 500,
 status <= 20 ms in process, idle CPU <= 1 %, window open <= 100 ms, doctor <= 2 s; tick
 <= 10 ms* (1 % of a second), Diagnostics <= 100 ms*, status CLI <= 2x its N = 1 time*,
@@ -169,6 +171,9 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
 
 @contextlib.contextmanager
 def install(tree: Path) -> Iterator[Install]:
+    """A fresh installation of ``tree``, with a session bus and an unlocked gnome-keyring of
+    its own: no size inherits the last one's keyring items, or a keyring daemon the older tree
+    overloaded (it dies under parallel calls, which kubetray before issue 33 made)."""
     base = Path(tempfile.mkdtemp(prefix="kt-scale-"))
     runtime_parent = Path(tempfile.mkdtemp(prefix="kt-", dir="/tmp"))  # AF_UNIX: short paths
     kt = Install(tree, base, runtime=runtime_parent / "run", helper=base / "bin" / "kubetray-exec")
@@ -187,27 +192,78 @@ def install(tree: Path) -> Iterator[Install]:
         HOME=str(base / "home"),
         QT_QPA_PLATFORM="offscreen",
     )
+    with contextlib.ExitStack() as stack:
+        stack.callback(shutil.rmtree, runtime_parent, ignore_errors=True)
+        stack.callback(shutil.rmtree, base, ignore_errors=True)
+        stack.enter_context(keyring_session(kt.env, runtime_parent / "keyring"))
+        try:
+            yield kt
+        finally:
+            pid = kt.agent_pid()
+            if pid is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGTERM)
+                time.sleep(0.5)
+
+
+@contextlib.contextmanager
+def keyring_session(env: dict[str, str], where: Path) -> Iterator[None]:
+    """A private session bus with an unlocked gnome-keyring on it, named in ``env`` (what
+    scripts/with-keyring makes for a whole run, here for one installation)."""
+    where.mkdir(mode=0o700)
+    env.update(XDG_DATA_HOME=str(where / "data"), XDG_RUNTIME_DIR=str(where))
+    bus = subprocess.Popen(
+        ["dbus-daemon", "--session", "--nofork", "--print-address=1"],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert bus.stdout is not None
+    env["DBUS_SESSION_BUS_ADDRESS"] = bus.stdout.readline().strip()
+    keyring = subprocess.Popen(
+        ["gnome-keyring-daemon", "--foreground", "--unlock", "--components=secrets"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
     try:
-        yield kt
+        assert keyring.stdin is not None
+        keyring.stdin.write(b"kubetray-bench")
+        keyring.stdin.close()
+        deadline = time.monotonic() + 20
+        while not _owned(env, "org.freedesktop.secrets"):
+            if time.monotonic() > deadline:
+                raise RuntimeError("gnome-keyring did not start")
+            time.sleep(0.05)
+        yield
     finally:
-        pid = kt.agent_pid()
-        if pid is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGTERM)
-            time.sleep(0.5)
-        shutil.rmtree(base, ignore_errors=True)
-        shutil.rmtree(runtime_parent, ignore_errors=True)
-        clear_keyring()
+        for proc in (keyring, bus):
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
 
 
-def clear_keyring() -> None:
-    """Delete every kubetray item of this bench's private keyring: the next installation's
-    config directory is new, and items naming the last one's sealed files would mislead it."""
-    import secretstorage
-
-    with contextlib.closing(secretstorage.dbus_init()) as bus:
-        for item in secretstorage.get_default_collection(bus).search_items({"service": "kubetray"}):
-            item.delete()
+def _owned(env: dict[str, str], name: str) -> bool:
+    done = subprocess.run(
+        [
+            "dbus-send",
+            "--session",
+            "--print-reply",
+            "--dest=org.freedesktop.DBus",
+            "/",
+            "org.freedesktop.DBus.NameHasOwner",
+            f"string:{name}",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return done.stdout.split()[-1:] == ["true"]
 
 
 def kubeconfigs(where: Path, n: int, api: APIServer) -> list[Path]:
@@ -367,8 +423,9 @@ def main() -> int:
     parser.add_argument("--idle", type=float, default=10.0, help="idle seconds per size (10)")
     parser.add_argument("--no-refresh", action="store_true", help="skip the refresh burst")
     args = parser.parse_args()
-    if not os.environ.get("DBUS_SESSION_BUS_ADDRESS"):
-        print("bench/scale needs a keyring: run it under scripts/with-keyring", file=sys.stderr)
+    missing = [p for p in ("dbus-daemon", "gnome-keyring-daemon") if not shutil.which(p)]
+    if missing:
+        print(f"bench/scale needs {' and '.join(missing)}: make system-deps", file=sys.stderr)
         return 2
     sizes = [int(s) for s in args.sizes.split(",")]
     trees = {"this tree": ROOT}
