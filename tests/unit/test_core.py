@@ -44,6 +44,9 @@ class FakeProvider:
         self.auth_params: list[dict[str, str]] = []
         self.id_token_on_refresh = True
         self.bad_id_token_on_refresh = False
+        self.answer = threading.Event()
+        """Cleared: refreshes wait for it (a provider slow to answer)."""
+        self.answer.set()
 
     def client(self, settings: OIDCSettings, clock: object) -> "FakeClient":
         return FakeClient(self, settings)
@@ -81,6 +84,7 @@ class FakeClient:
         return self.password(ui)
 
     def refresh(self, tokens: TokenSet) -> TokenSet:
+        self.p.answer.wait(10)
         rt = tokens.refresh_token
         if rt not in self.p.valid_refresh:  # a strict provider: reuse revokes the grant
             raise LoginError(f"refresh token reused: {rt}")
@@ -225,8 +229,8 @@ def test_refresh_ahead_rotates_and_never_presents_a_used_token(
     st = broker.identity(resolve(ARGS))
     for n in range(1, 6):
         clock.advance(minutes=55)  # past refresh_due (expiry - 1.5 x 6 min)
-        logins._refresh_if_due(st.identity.key)  # what the scheduler thread does
-        logins._refresh_if_due(st.identity.key)  # a second wake-up finds nothing due
+        logins._renew_job(st.identity.key)  # what the scheduler thread does
+        logins._renew_job(st.identity.key)  # a second wake-up finds nothing due
         assert len(provider.refreshes) == n
         assert token(broker) == f"id-1-{n}"
     assert len(set(provider.refreshes)) == 5 and provider.logins == 1
@@ -236,7 +240,7 @@ def test_refresh_ahead_rotates_and_never_presents_a_used_token(
     try:
         again = restarted.find(st.identity.name)
         assert again is not None
-        clock.advance(minutes=55)
+        clock.advance(minutes=61)  # expired: the caller waits for the refresh
         assert restarted.token(again, Terminal()).id_token == "id-1-6"
     finally:
         restarted.stop()
@@ -250,10 +254,10 @@ def test_a_refresh_without_id_token_keeps_the_rotated_token_and_says_so(
     st = broker.identity(resolve(ARGS))
     provider.id_token_on_refresh = False
     clock.advance(minutes=55)
-    logins._refresh_if_due(st.identity.key)  # refresh ahead: rotated, no id_token
+    logins._renew_job(st.identity.key)  # refresh ahead: rotated, no id_token
     assert provider.refreshes == ["rt-1-0"] and stored_refresh_token(store, st) == "rt-1-1"
     assert token(broker) == "id-1-0"  # the login's id_token is still valid for minutes
-    logins._refresh_if_due(st.identity.key)  # nothing scheduled again: it would not help
+    logins._renew_job(st.identity.key)  # nothing scheduled again: it would not help
     assert provider.refreshes == ["rt-1-0"]
     note = broker.status()[0].note
     assert note and "no id_token on refresh" in note and "--oidc-use-access-token" in note
@@ -270,19 +274,35 @@ def test_a_refresh_that_fails_after_rotation_never_loses_the_new_token(
     st = broker.identity(resolve(ARGS))
     provider.bad_id_token_on_refresh = True
     clock.advance(minutes=55)
-    logins._refresh_if_due(st.identity.key)
+    logins._renew_job(st.identity.key)
     assert stored_refresh_token(store, st) == "rt-1-1"  # kept in the store
     provider.bad_id_token_on_refresh = False
     clock.advance(seconds=30)
-    logins._refresh_if_due(st.identity.key)  # the retry presents the rotated token
+    logins._renew_job(st.identity.key)  # the retry presents the rotated token
     assert provider.refreshes == ["rt-1-0", "rt-1-1"]
     assert token(broker) == "id-1-2"
 
 
-def test_a_stale_token_is_refreshed_by_its_caller_once(core, provider, clock) -> None:  # type: ignore[no-untyped-def]
+def test_a_stale_token_is_served_while_one_refresh_runs_behind(core, provider, clock) -> None:  # type: ignore[no-untyped-def]
     broker, _ = core
     token(broker)
-    clock.advance(minutes=59)
+    clock.advance(minutes=59)  # within the margin, still valid: nobody waits on the provider
+    provider.answer.clear()
+    start = time.monotonic()
+    with ThreadPoolExecutor(20) as pool:
+        results = set(pool.map(lambda _: token(broker), range(20)))
+    assert results == {"id-1-0"} and time.monotonic() - start < 2
+    provider.answer.set()
+    deadline = time.monotonic() + 5
+    while token(broker) != "id-1-1" and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert token(broker) == "id-1-1" and provider.refreshes == ["rt-1-0"]
+
+
+def test_an_expired_token_waits_for_one_refresh(core, provider, clock) -> None:  # type: ignore[no-untyped-def]
+    broker, _ = core
+    token(broker)
+    clock.advance(minutes=61)
     with ThreadPoolExecutor(20) as pool:
         results = set(pool.map(lambda _: token(broker), range(20)))
     assert results == {"id-1-1"} and provider.refreshes == ["rt-1-0"]
