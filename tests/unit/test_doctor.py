@@ -17,3 +17,33 @@ def test_a_disk_error_under_the_keyring_is_a_failed_check_not_the_end_of_doctor(
     assert not check.ok
     assert "No space left on device" in check.detail and "secrets" in check.detail
     assert check_keyring(MemorySecretStore).ok
+
+
+def test_identities_the_agent_cannot_renew_or_save_are_failed_checks() -> None:
+    from app.doctor import check_identities
+
+    status = {
+        "identities": [
+            {"name": "ok", "state": "ready"},
+            {
+                "name": "down",
+                "state": "ready",
+                "refresh_error": "nothing answers at idp:443 (connection refused); check ...",
+            },
+            {
+                "name": "refused",
+                "state": "needs login",
+                "refresh_error": "the provider refused the refresh token (invalid_grant)",
+            },
+            {"name": "locked", "state": "ready", "store_error": "the OS keyring is locked"},
+        ]
+    }
+    checks = list(check_identities(lambda: status))
+    assert [(c.name, c.ok) for c in checks] == [
+        ("identity down", False),
+        ("identity refused", False),
+        ("identity locked", False),
+    ]
+    assert checks[0].detail.startswith("cannot refresh its token: nothing answers")
+    assert checks[1].remedy == "run: kubetray login refused"
+    assert "in memory only: the OS keyring is locked" in checks[2].detail

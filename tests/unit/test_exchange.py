@@ -94,9 +94,7 @@ def test_twice_dead_is_said_not_retried_forever(agent) -> None:  # type: ignore[
     assert served == ["dies", "dies"]
 
 
-def test_never_again_once_the_person_was_asked(
-    agent, monkeypatch: pytest.MonkeyPatch
-) -> None:  # type: ignore[no-untyped-def]
+def test_never_again_once_the_person_was_asked(agent, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
     asked: list[str] = []
 
     def answer(msg: dict[str, object]) -> bytes:
