@@ -78,7 +78,7 @@ COLUMNS = [
     "min",
     "calls",
     "failed",
-    "causes",
+    "causes of failures",
     "logins",
     "refresh req",
     "refreshed",
@@ -114,6 +114,8 @@ class Side:
         self.logouts: list[str] = []
         """When each login was asked for again: the second of the round, and the cause."""
         self.started = time.monotonic()
+        self.events: list[tuple[float, str]] = []
+        """(monotonic time, fault) of every fault set."""
         self.stop = threading.Event()
         self.env: dict[str, str] = {}
         self.helper = base / "bin" / "kubetray-exec"
@@ -213,6 +215,8 @@ class Side:
     # -- the faults -----------------------------------------------------------------------
 
     def fault(self, what: str, keyring: Keyring, proxy: FaultProxy, idp: Any) -> None:
+        with self.lock:
+            self.events.append((time.monotonic(), what))
         if what in ("ok", "down", "5xx", "slow", "lost"):
             proxy.mode = what
         elif what == "kill":
@@ -239,6 +243,12 @@ class Side:
             idp.set_clock(90)
         elif what == "no-skew":
             idp.set_clock(0)
+
+    def last_fault(self, moment: float) -> str:
+        """The fault set last before ``moment`` (what a refusal then is put down to)."""
+        with self.lock:
+            before = [what for t, what in self.events if t <= moment and what != "ok"]
+        return before[-1] if before else "none"
 
     def signal(self, sig: signal.Signals) -> None:
         pid = self.agent_pid()
@@ -342,6 +352,7 @@ def _row(
     }
     if minute is None:
         row["logouts"] = logouts
+        row["refused after"] = dict(Counter(side.last_fault(t) for t in proxy.refusals))
     if minute is not None:  # per-minute figures: what changed since the last row
         now = dict(row)
         for key in ("calls", "failed", "logins", "refresh req", "refreshed", "revoked"):
@@ -371,14 +382,18 @@ def _export(rev: str, into: Path) -> Path:
 
 def _table(title: str, rows: list[dict[str, Any]]) -> str:
     cells = [COLUMNS]
+    before: Counter[str] = Counter()
     for row in rows:
-        causes = ", ".join(f"{k} {v}" for k, v in sorted(row.get("causes", {}).items())) or "-"
+        total = Counter(row.get("causes", {}))  # counted from the start
+        new = total if row["min"] == "total" else total - before
+        before = total
+        causes = ", ".join(f"{k} {v}" for k, v in sorted(new.items())) or "-"
         cells.append(
             [
                 str(row["min"]),
                 str(row["calls"]),
                 str(row["failed"]),
-                causes if row["min"] == "total" else str(sum(row.get("causes", {}).values())),
+                causes,
                 str(row["logins"]),
                 str(row["refresh req"]),
                 str(row["refreshed"]),
@@ -387,7 +402,7 @@ def _table(title: str, rows: list[dict[str, Any]]) -> str:
                 str(row["threads"]),
                 str(row["fds"]),
                 str(row["agents"]),
-                str(row["slowest"]),
+                str(row.get("slowest", "-")),
             ]
         )
     widths = [max(len(r[i]) for r in cells[:-1]) for i in range(len(COLUMNS))]
@@ -400,7 +415,13 @@ def _table(title: str, rows: list[dict[str, Any]]) -> str:
         f"again; {total[5]} refresh requests, {total[6]} refreshes; {total[7]} grants revoked; "
         f"{total[11]} agents"
     )
-    lines[-1] += f"; slowest call {max(float(r['slowest']) for r in rows):.1f} s"
+    lines[-1] += f"; slowest call {max(float(r.get('slowest', 0)) for r in rows):.1f} s"
+    refused = rows[-1].get("refused after") or {}
+    if refused:
+        lines.append(
+            "refresh tokens the provider refused (a login lost), by the fault set last before: "
+            + ", ".join(f"{what} {n}" for what, n in sorted(refused.items()))
+        )
     logouts = rows[-1].get("logouts") or []
     if logouts:
         lines.append("logins asked again at (second of the round, cause): " + ", ".join(logouts))
@@ -418,11 +439,20 @@ def main() -> int:
     parser.add_argument(
         "--after", metavar="REV", help="the code of REV instead of this working tree"
     )
+    parser.add_argument("--tables", metavar="LOG", help="print the tables of a soak's output")
     parser.add_argument("--side", help=argparse.SUPPRESS)
     parser.add_argument("--code", default=str(ROOT), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.side:
         return run_side(args)
+    if args.tables:
+        read: dict[str, list[dict[str, Any]]] = {}
+        for line in Path(args.tables).read_text().splitlines():
+            if line.startswith("[") and "] {" in line:
+                label, _, doc = line[1:].partition("] ")
+                read.setdefault(label, []).append(json.loads(doc))
+        print("\n\n".join(_table(f"== {label} ==", rows) for label, rows in read.items()))
+        return 0
     scratch = Path(tempfile.mkdtemp(prefix="kt-soak-code-"))
     after = _export(args.after, scratch / "after") if args.after else ROOT
     sides = {f"after ({args.after})" if args.after else "after": after}

@@ -14,7 +14,8 @@ agent learns from discovery points back here. Faults:
 
 ``on_request(form)`` runs when a token request arrives, before it goes on; ``on_answer(form)``
 right after the token answer left for the agent (the moments a test kills the agent).
-``refreshes`` records each refresh request's monotonic time, ``forms`` every token request.
+``refreshes`` records each refresh request's monotonic time, ``forms`` every token request,
+``refusals`` the monotonic time of each ``invalid_grant`` the provider answered.
 """
 
 import contextlib
@@ -61,6 +62,7 @@ class FaultProxy:
         self.on_answer: Callable[[dict[str, str]], None] | None = None
         self.forms: list[dict[str, str]] = []
         self.refreshes: list[float] = []
+        self.refusals: list[float] = []
         """Monotonic times of the refresh requests that reached the proxy."""
         self.faulted: dict[str, int] = {}
         self._lock = threading.Lock()
@@ -163,6 +165,9 @@ class FaultProxy:
             _write(conn, 503, [("Content-Type", "text/plain")], b"Service Unavailable")
             return
         status, answer_headers, answer = self._forward(method, path, headers, body)
+        if token and status == 400 and b'"invalid_grant"' in answer:
+            with self._lock:
+                self.refusals.append(time.monotonic())
         if token and mode == "lost":
             self._count("lost")
             linger = b"\x01\x00\x00\x00\x00\x00\x00\x00"  # on, 0 s: close with a reset

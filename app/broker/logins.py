@@ -856,6 +856,7 @@ class Logins:
         observers."""
         name = st.identity.name
         now = self._clock()
+        answered = isinstance(error, RefreshFailed)
         if isinstance(error, RefreshFailed):  # answered, rotated, but its answer is unusable
             self._keep(st, session, error.tokens)
             error = error.cause or error
@@ -874,8 +875,8 @@ class Logins:
             if current is not None and current.refresh_token:
                 self._keep(st, session, replace(current, refresh_token=None))
             return reason, True
-        if isinstance(error, ProviderUnavailable) and error.unsure and sent.refresh_token:
-            session.unsure = (sent.refresh_token, now)
+        if isinstance(error, ProviderUnavailable) and error.unsure and not answered:
+            session.unsure = (sent.refresh_token or "", now)
         session.failures += 1
         session.problem = error
         session.retry_at = now + _backoff(session.failures, RETRY_FIRST, RETRY_MAX)
