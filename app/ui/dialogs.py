@@ -466,5 +466,7 @@ class SettingsDialog(QDialog):
         s.refresh_margin_seconds = self.margin.value()
         s.save()
         self._controller.apply_settings()
-        autostart.set_enabled(s.start_at_login, installation.app_command())
+        # --at-login: the session starts it, often before the panel: it waits for the tray.
+        command = [*installation.app_command(), "app", "--at-login"]
+        autostart.set_enabled(s.start_at_login, command)
         self.accept()
