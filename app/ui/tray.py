@@ -11,6 +11,7 @@ StatusNotifierItem host gets an ItemsPropertiesUpdated for what changed instead 
 layout, and the tooltip and icon are sent only when they differ.
 """
 
+import time
 from functools import partial
 from typing import Any
 from urllib.parse import urlsplit
@@ -62,6 +63,10 @@ MOOT_WHEN_DONE = {"login", "waiting", "browser"}
 why)."""
 MOOT_WHEN_SIGNED_IN = {"login", "expiring", "refresh", "failure"}
 """Kinds withdrawn once the identity is signed in however it happened."""
+
+STAND_IN_RACE = 60.0
+"""Seconds after the window came up for a missing tray in which a tray that appears takes its
+place again (the panel was on its way); later the person may be using it, and it stays."""
 
 MENU_TEXT = 60
 """The longest text in the menu: a login URL once made it as wide as the screen."""
@@ -238,8 +243,9 @@ class TrayApp(QObject):
         window = self.main_window
         if window is not None and window.standalone:
             window.set_standalone(False)
-            if window.shown_for_tray and not window.isActiveWindow():
-                window.hide()  # it stood in for the tray, and nobody is using it
+            stood_in = window.stood_in_at
+            if stood_in is not None and time.monotonic() - stood_in < STAND_IN_RACE:
+                window.hide()  # it stood in for a tray that was on its way (a session's start)
         self.tray_changed.emit(True)
 
     def _hide_tray(self) -> None:
@@ -260,7 +266,7 @@ class TrayApp(QObject):
         self.show_main_window()
         assert self.main_window is not None
         self.main_window.set_standalone(True)
-        self.main_window.shown_for_tray = True
+        self.main_window.stood_in_at = time.monotonic()
 
     # -- live state -------------------------------------------------------------------------
 
@@ -565,7 +571,7 @@ class TrayApp(QObject):
         if self.main_window is None:
             self.main_window = MainWindow(self.controller, self.show_diagnostics)
             self.main_window.open_login_page_of = self.open_login_page
-        self.main_window.shown_for_tray = False
+        self.main_window.stood_in_at = None  # the person opened it: it stays
         self.main_window.update_status(self.controller.identities(), self.controller.clock())
         bring_to_front(self.main_window)
 

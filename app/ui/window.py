@@ -57,8 +57,9 @@ class MainWindow(QWidget):
         self._identities: dict[str, IdentityStatus] = {}
         self.standalone = False
         """No tray: this window is the app (closing it asks)."""
-        self.shown_for_tray = False
-        """It came up by itself because there was no tray (not opened by the person)."""
+        self.stood_in_at: float | None = None
+        """When it came up by itself for a missing tray (time.monotonic), None when the person
+        opened it."""
         self.open_login_page_of: Callable[[str], object] = controller.open_login_page
         """Opens a login's page in the chosen browser (the tray app gives its own, which shows
         the link when no browser starts)."""
