@@ -41,6 +41,7 @@ class DesktopNotifications(QObject):
     def __init__(self) -> None:
         super().__init__()
         self._conn: Any = None
+        self._router: Any = None
         self._names: dict[int, str] = {}
         self._last: dict[str, int] = {}
         self._stop = threading.Event()
@@ -49,13 +50,15 @@ class DesktopNotifications(QObject):
         if not sys.platform.startswith("linux"):
             return
         try:
-            from jeepney.io.blocking import open_dbus_connection
+            from jeepney.io.threading import DBusRouter, open_dbus_connection
 
             self._conn = open_dbus_connection("SESSION")
+            self._router = DBusRouter(self._conn)
         except KeyError:  # jeepney's way of saying DBUS_SESSION_BUS_ADDRESS is not set
             log.info(
                 "no D-Bus session (DBUS_SESSION_BUS_ADDRESS is not set): notifications are Qt's own"
             )
+            return
         except Exception as e:  # a session bus that does not answer: the balloon will do
             log.info("the D-Bus session did not answer (%s): notifications are Qt's own", e)
             return
@@ -64,13 +67,13 @@ class DesktopNotifications(QObject):
 
     def available(self) -> bool:
         """Whether a notification service runs in this session now."""
-        if self._conn is None:
+        if self._router is None:
             return False
         from jeepney import message_bus
-        from jeepney.io.blocking import Proxy
+        from jeepney.io.threading import Proxy
 
         try:
-            owned = Proxy(message_bus, self._conn, timeout=CALL_TIMEOUT).NameHasOwner(SERVICE)
+            owned = Proxy(message_bus, self._router, timeout=CALL_TIMEOUT).NameHasOwner(SERVICE)
         except Exception:
             return False
         return bool(owned[0])
@@ -117,13 +120,16 @@ class DesktopNotifications(QObject):
     def _call(self, method: str, signature: str, body: tuple[Any, ...]) -> tuple[Any, ...] | None:
         from jeepney import DBusAddress, new_method_call
 
-        if self._conn is None:
+        if self._router is None:
             return None
         message = new_method_call(
             DBusAddress(PATH, bus_name=SERVICE, interface=SERVICE), method, signature, body
         )
         try:
-            return tuple(self._conn.send_and_get_reply(message, timeout=CALL_TIMEOUT).body)
+            reply = self._router.send_and_get_reply(message, timeout=CALL_TIMEOUT)
+            if reply.header.message_type.name == "error":
+                raise RuntimeError(reply.body[0] if reply.body else "an error")
+            return tuple(reply.body)
         except Exception as e:
             log.info("the notification service did not answer %s: %s", method, e)
             return None
@@ -134,35 +140,36 @@ class DesktopNotifications(QObject):
             del self._last[name]
 
     def _listen(self) -> None:
-        """Read ActionInvoked and NotificationClosed on a connection of its own (the main one
-        answers calls)."""
-        from jeepney import HeaderFields, MatchRule, message_bus
-        from jeepney.io.blocking import Proxy, open_dbus_connection
+        """Read ActionInvoked and NotificationClosed. On the connection that sent Notify: some
+        services (dunst, GNOME Shell) send them to the notification's sender only."""
+        import queue
 
+        from jeepney import HeaderFields, MatchRule, message_bus
+        from jeepney.io.threading import Proxy
+
+        signals: queue.Queue[Any] = queue.Queue()
         try:
-            conn = open_dbus_connection("SESSION")
-            bus = Proxy(message_bus, conn, timeout=CALL_TIMEOUT)
+            bus = Proxy(message_bus, self._router, timeout=CALL_TIMEOUT)
             for member in ("ActionInvoked", "NotificationClosed"):
-                bus.AddMatch(MatchRule(type="signal", interface=SERVICE, member=member))
+                rule = MatchRule(type="signal", interface=SERVICE, member=member)
+                bus.AddMatch(rule)  # the services that send them to everyone
+                self._router.filter(rule, queue=signals)
         except Exception as e:
             log.info("cannot listen for notification actions: %s", e)
             return
-        with conn:
-            while not self._stop.is_set():
-                try:
-                    message = conn.receive(timeout=0.5)
-                except TimeoutError:
-                    continue
-                except Exception:
-                    return
-                member = message.header.fields.get(HeaderFields.member)
-                if member == "NotificationClosed":
-                    self._closed.emit(int(message.body[0]))
-                elif member == "ActionInvoked":
-                    ident, key = message.body
-                    name = self._names.get(int(ident))
-                    if name is not None:
-                        self.action.emit(name, str(key))
+        while not self._stop.is_set():
+            try:
+                message = signals.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            member = message.header.fields.get(HeaderFields.member)
+            if member == "NotificationClosed":
+                self._closed.emit(int(message.body[0]))
+            elif member == "ActionInvoked":
+                ident, key = message.body
+                name = self._names.get(int(ident))
+                if name is not None:
+                    self.action.emit(name, str(key))
 
     def close(self) -> None:
         """Withdraw every notification of ours (the app is quitting), then let go of the bus."""
@@ -171,6 +178,9 @@ class DesktopNotifications(QObject):
         self._stop.set()
         if self._listener is not None:
             self._listener.join(2)
+        if self._router is not None:
+            self._router.close()
+            self._router = None
         if self._conn is not None:
             self._conn.close()
             self._conn = None
