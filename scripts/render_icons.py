@@ -17,8 +17,8 @@ Run: .venv/bin/python scripts/render_icons.py. It writes, under resources/icons:
 * ``kubetray-app.svg`` and ``kubetray-app-*.png``: the program's own picture, no state.
 
 The state is shown by shape as well as colour, for people who do not tell the colours apart:
-a check (ok), a clock (expiring), an exclamation mark (log in), a cross in a diamond (error),
-a dash (nothing set up). The geometry is built once with QPainterPath (strokes turned into
+a check (ok), a clock (expiring), an exclamation mark in a square (log in), a cross in a
+diamond (error), a dash (nothing set up). The geometry is built once with QPainterPath (strokes turned into
 outlines, the wheel cut around the badge) and written as SVG path data.
 """
 
@@ -88,7 +88,13 @@ def wheel(with_badge: bool) -> QPainterPath:
 
 
 def container(state: str) -> QPainterPath:
-    """The badge's outline: a disc, or a diamond for an error (a different silhouette)."""
+    """The badge's outline: a disc, a rounded square for a login that is needed, a diamond for
+    an error (silhouettes that differ where colours may not be told apart)."""
+    if state == "login":
+        path = QPainterPath()
+        r = BR - 0.4
+        path.addRoundedRect(BX - r, BY - r, 2 * r, 2 * r, 2.2, 2.2)
+        return path
     if state == "error":
         r = BR + 0.9
         path = polyline((BX, BY - r), (BX + r, BY), (BX, BY + r), (BX - r, BY))
