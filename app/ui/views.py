@@ -29,18 +29,24 @@ from PySide6.QtWidgets import (
 
 from app.model import CallRecord
 from app.ui.controller import TrayController
-from app.ui.text import call_details, caller_chain, elide, state_words, time_left
+from app.ui.text import breakable, call_details, caller_chain, elide, state_words, time_left
 
 SCREEN_SHARE = 0.8
 """The most of the screen a window opens on: room is left for the panel and other windows."""
 
 
+QR_SIDE = 320
+"""The most pixels a QR code takes on a side (a long link makes many modules)."""
+
+
 def qr_pixmap(text: str, scale: int = 6) -> QPixmap:
-    """A QR code for ``text`` (segno's matrix, drawn module by module)."""
+    """A QR code for ``text`` (segno's matrix, drawn module by module), at most about QR_SIDE
+    pixels wide, never less than two pixels a module (what a phone's camera still reads)."""
     import segno  # only when a device code is shown
 
     matrix = segno.make(text, error="m", micro=False).matrix
     size = len(matrix) + 8  # quiet zone of four modules
+    scale = max(2, min(scale, QR_SIDE // size))
     image = QImage(size, size, QImage.Format.Format_RGB32)
     image.fill(QColor("white"))
     for y, row in enumerate(matrix):
@@ -88,7 +94,9 @@ class DeviceCodeWindow(QWidget):
         self.setWindowTitle(f"kubetray: log in to {name}")
         self.code = code
         layout = QVBoxLayout(self)
-        intro = QLabel(f"To log in to <b>{escape(name)}</b>, open this page on any device:")
+        intro = QLabel(
+            f"To log in to <b>{escape(breakable(name))}</b>, open this page on any device:"
+        )
         intro.setWordWrap(True)
         layout.addWidget(intro)
         link = QLabel(f'<a href="{escape(uri)}">{escape(elide(uri, 64))}</a>')
@@ -137,7 +145,9 @@ class LinkWindow(QWidget):
         self._controller = controller
         self._name = name
         layout = QVBoxLayout(self)
-        intro = QLabel(f"To log in to <b>{escape(name)}</b>, open this address in a browser:")
+        intro = QLabel(
+            f"To log in to <b>{escape(breakable(name))}</b>, open this address in a browser:"
+        )
         intro.setWordWrap(True)
         layout.addWidget(intro)
         self.link = QLineEdit(link)
