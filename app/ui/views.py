@@ -14,6 +14,7 @@ from PySide6.QtGui import (
     QResizeEvent,
 )
 from PySide6.QtWidgets import (
+    QDialog,
     QHBoxLayout,
     QHeaderView,
     QLabel,
@@ -134,14 +135,14 @@ class DeviceCodeWindow(QWidget):
         self.copy_button.setText("Copied")
 
 
-class LinkWindow(QWidget):
+class LinkWindow(QDialog):
     """A login's link in a small window of ours: Copy works here on Wayland too (a compositor
     gives the clipboard only to a focused window with recent input, never to a tray menu or a
     notification), and the whole address can be read and selected."""
 
     def __init__(self, controller: TrayController, name: str, link: str) -> None:
         super().__init__()
-        self.setWindowTitle(f"kubetray: log in to {name}")
+        self.setWindowTitle(f"kubetray: the login link for {name}")
         self._controller = controller
         self._name = name
         layout = QVBoxLayout(self)
@@ -157,7 +158,7 @@ class LinkWindow(QWidget):
         layout.addWidget(self.link)
         buttons = QHBoxLayout()
         self.copy_button = QPushButton("Copy link")
-        self.copy_button.setDefault(True)
+        self.copy_button.setDefault(True)  # Return copies (a dialog's default button)
         self.copy_button.clicked.connect(self.copy)
         self.open_button = QPushButton("Open login page")
         self.open_button.clicked.connect(self.open)
@@ -167,6 +168,7 @@ class LinkWindow(QWidget):
         layout.addLayout(buttons)
         self.said = QLabel("")
         layout.addWidget(self.said)
+        layout.addStretch(1)  # a tiling window manager makes it tall: the rest stays on top
         self.resize(520, self.sizeHint().height())
         self.copy_button.setFocus()
 
