@@ -148,6 +148,7 @@ def session(
             capture_output=True,
             text=True,
             timeout=60,
+            check=False,
         )
 
     def panel_shot(name: str) -> None:
@@ -227,17 +228,25 @@ def copy_from_link_window() -> str:
     """Press Return in the link window (its Copy button has the focus), as a person would, with
     a virtual keyboard (wtype), and read the clipboard back with wl-paste."""
     tree = json.loads(
-        subprocess.run(["swaymsg", "-t", "get_tree"], capture_output=True, text=True).stdout
+        subprocess.run(
+            ["swaymsg", "-t", "get_tree"], capture_output=True, text=True, check=False
+        ).stdout
     )
     windows = [n for n in walk(tree) if str(n.get("name", "")).startswith("kubetray: the login")]
     if not windows:
         return ""
-    subprocess.run(["swaymsg", f"[con_id={windows[-1]['id']}] focus"], capture_output=True)
+    subprocess.run(
+        ["swaymsg", f"[con_id={windows[-1]['id']}] focus"], capture_output=True, check=False
+    )
     time.sleep(0.3)
     # -s 500: the virtual keyboard is new to the seat; Qt needs a moment to take its keymap.
-    subprocess.run(["wtype", "-s", "500", "-k", "Return"], capture_output=True, timeout=5)
+    subprocess.run(
+        ["wtype", "-s", "500", "-k", "Return"], capture_output=True, timeout=5, check=False
+    )
     time.sleep(0.5)
-    pasted = subprocess.run(["wl-paste", "--no-newline"], capture_output=True, text=True, timeout=5)
+    pasted = subprocess.run(
+        ["wl-paste", "--no-newline"], capture_output=True, text=True, timeout=5, check=False
+    )
     return pasted.stdout
 
 
