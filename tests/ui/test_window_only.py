@@ -55,7 +55,7 @@ def record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The person's chosen browser (KUBETRAY_BROWSER): it writes down what it opens."""
     path = tmp_path / "opened.txt"
     path.touch()
-    monkeypatch.setenv("KUBETRAY_BROWSER", f"sh -c 'printf \"%s\\n\" \"$0\" >> {path}'")
+    monkeypatch.setenv("KUBETRAY_BROWSER", f'sh -c \'printf "%s\\n" "$0" >> {path}\'')
     return path
 
 
