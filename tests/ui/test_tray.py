@@ -259,6 +259,8 @@ def test_settings_persist_and_take_effect(
     assert logins.margin == timedelta(minutes=10)
     entry = (tmp_path / "xdg" / "autostart" / "kubetray.desktop").read_text()
     assert "Exec=" in entry and "X-GNOME-Autostart-enabled=true" in entry
+    # Started with the session, often before the panel: it waits for the tray (--at-login).
+    assert entry.split("Exec=")[1].splitlines()[0].endswith(" app --at-login")
     dialog.start_at_login.setChecked(False)
     dialog.save()
     assert not (tmp_path / "xdg" / "autostart" / "kubetray.desktop").exists()

@@ -93,8 +93,10 @@ def test_the_main_window_with_a_long_link_and_a_long_error(
         fits(window)
         view.show_notification("failure", "ops", "Login to ops failed", ERROR)
         fits(window)
-        for text in view.action_texts():  # the menu too: one short line each
+        texts = view.action_texts()
+        for text in texts:  # the menu too: one short line each
             assert len(text) <= 60, text
+        assert any(t.startswith("Used for apiapi") for t in texts)  # the clusters it served
     finally:
         view.shutdown()
         qtbot.wait(50)

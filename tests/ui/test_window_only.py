@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QMessageBox, QPushButton
 
@@ -169,3 +170,50 @@ def test_closing_the_window_asks_to_keep_running_or_quit(
     assert quits == [True]
     window.quit_button.click()  # and Quit is a button of its own
     assert quits == [True, True]
+
+
+class Host(QObject):
+    """A desktop's tray as TrayApp sees it (tray_host.TrayHost), switched by the test."""
+
+    changed = Signal(bool)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.available = False
+
+    def set(self, available: bool) -> None:
+        self.available = available
+        self.changed.emit(available)
+
+    def stop(self) -> None:
+        pass
+
+
+def test_started_at_login_it_waits_for_the_panel_before_the_window_stands_in(
+    qtbot, core: Core
+) -> None:  # type: ignore[no-untyped-def]
+    host = Host()
+    view = TrayApp(
+        TrayController(core, Settings(), utcnow),
+        host=host,
+        wait_for_tray=0.5,  # type: ignore[arg-type]
+    )
+    try:
+        assert view.main_window is None  # not yet: the panel may be on its way
+        host.set(True)  # it was: the icon, and no window at all
+        qtbot.wait(700)
+        assert view.tray is not None and view.main_window is None
+        host.set(False)  # the panel went away (after TrayHost's grace): the window is the app
+        assert view.tray is None and view.main_window is not None
+        assert view.main_window.isVisible() and view.main_window.standalone
+    finally:
+        view.shutdown()
+        qtbot.wait(50)
+    late = Host()
+    view = TrayApp(TrayController(core, Settings(), utcnow), host=late, wait_for_tray=0.3)  # type: ignore[arg-type]
+    try:
+        qtbot.wait_until(lambda: view.main_window is not None, timeout=3000)  # no panel came
+        assert view.main_window is not None and view.main_window.standalone
+    finally:
+        view.shutdown()
+        qtbot.wait(50)
