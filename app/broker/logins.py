@@ -316,12 +316,16 @@ class Logins:
             )
 
     def expiring(self, now: datetime, within: timedelta) -> list[tuple[str, datetime]]:
-        """(name, expiry) of tokens that expire within ``within`` and cannot be refreshed."""
+        """(name, expiry) of tokens that expire within ``within`` and cannot be refreshed (not
+        those whose refresh token the provider refused: they need a login, said already)."""
         out = []
         for st in self.known():
-            tokens = self._session(st).tokens
+            session = self._session(st)
+            tokens = session.tokens
             if st.settings and st.settings.machine:
                 continue  # fetched again ahead of expiry: nobody needs to act
+            if session.refused is not None:
+                continue
             if tokens and not tokens.refresh_token and now < tokens.expires_at <= now + within:
                 out.append((st.identity.name, tokens.expires_at))
         return out
