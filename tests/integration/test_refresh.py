@@ -328,12 +328,26 @@ def test_a_keyring_restarted_locked_keeps_every_login(kt: KubetrayEnv) -> None:
             assert status["refreshes"] >= 3, status
             assert status["store_error"] == "the OS keyring is locked; unlock it and try again"
             assert status["state"] == "ready" and status["error"] == status["store_error"]
+            doctor = kt.kubetray("doctor")
+            assert f"identity {NAME}" in doctor.stdout + doctor.stderr
+            assert "its newest tokens are in memory only" in doctor.stdout + doctor.stderr
             keyring.unlock()
             until(lambda: r.status()["store_error"] is None, 15, "saved once unlocked")
             kt.stop_agent()
             first = r.token(r.call())  # a new agent: what the keyring holds is current
             time.sleep(LIFETIME / 4 + 1)
             assert r.token(r.call()) != first  # and its refresh token is the live one
+            # A new agent that finds the keyring locked says so, and nothing is lost.
+            kt.stop_agent()
+            keyring.kill()
+            keyring.start(locked=True)
+            done = r.call()
+            assert done.returncode == 1
+            said = done.stderr.strip().splitlines()[-1]  # after "started the kubetray agent"
+            assert said == "the OS keyring is locked; unlock it and try again"
+            keyring.unlock()
+            time.sleep(1.1)  # kubectl's retries of a failure get the same answer for a second
+            assert r.call().returncode == 0
             no_logout(r)
 
 
