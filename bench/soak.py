@@ -275,9 +275,9 @@ def run_side(args: argparse.Namespace) -> int:
     side = Side(Path(args.code).resolve(), base, args.identities, args.lifetime)
     side.started = time.monotonic()
     keyring = Keyring(base / "keyring")
-    keyring.start()
     ttl = {"IdToken": args.lifetime, "AccessToken": args.lifetime}
     try:
+        keyring.start()
         with provider_behind_proxy(password=True, ttl=ttl) as (idp, proxy):
             proxy.slow_seconds = 20
             side.prepare(keyring, proxy, idp.issuer)

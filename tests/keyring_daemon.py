@@ -76,7 +76,11 @@ class Keyring:
         if not locked:
             self._daemon.stdin.write(PASSWORD)
         self._daemon.stdin.close()
-        self._wait_for_service()
+        try:
+            self._wait_for_service()
+        except BaseException:
+            self.kill()  # never left running behind a failed start
+            raise
 
     def _wait_for_service(self) -> None:
         deadline = time.monotonic() + 10
