@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help system-deps install run test test-fast lint bench bench-login bench-idle bench-installed bench-hardening bench-scale bench-all package fuzz screenshots clean
+.PHONY: help system-deps install run test test-fast lint bench bench-login bench-idle bench-installed bench-hardening bench-scale bench-all soak package fuzz screenshots clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 18
@@ -99,8 +99,16 @@ bench-scale: system-deps install $(NODE_DEPS) ## costs at 1 to 500 contexts and 
 bench-hardening: system-deps install ## the agent under abuse: RSS, waits, load (bench/hardening)
 	scripts/with-keyring $(BIN)/python bench/hardening.py
 
-screenshots: system-deps install $(NODE_DEPS) ## a person's session ten times on a real X desktop, then docs/screenshots
-	$(SUDO) apt-get install -y -qq --no-install-recommends xvfb trayer openbox dunst $(XCB_LIBS) >/dev/null
+SOAK_ARGS ?= --minutes 15 --before main
+soak: system-deps install $(NODE_DEPS) ## 15 min of faults and kills, main's code beside this tree's (SOAK_ARGS; not in make test)
+	$(BIN)/python bench/soak.py $(SOAK_ARGS)
+
+# X11: openbox, trayer (XEmbed tray), dunst. Wayland: sway (headless), waybar (its tray is a
+# StatusNotifierItem host), mako, grim (screenshots), wl-clipboard (what the clipboard holds).
+DESKTOPS := xvfb trayer openbox dunst xdotool sway waybar mako-notifier grim wl-clipboard wtype
+
+screenshots: system-deps install $(NODE_DEPS) ## a person's session on X11 and on Wayland, then docs/screenshots
+	$(SUDO) apt-get install -y -qq --no-install-recommends $(DESKTOPS) $(XCB_LIBS) >/dev/null
 	scripts/with-keyring $(BIN)/python scripts/person_run.py
 	scripts/with-keyring $(BIN)/python scripts/screenshots.py
 

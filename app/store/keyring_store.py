@@ -36,10 +36,11 @@ _REMEDY = (
 )
 T = TypeVar("T")
 _ONE_AT_A_TIME = threading.Lock()
-"""Every keyring call of this process, one at a time. gnome-keyring (42, Debian 12) served
-parallel calls wrongly under load: an existing item read as missing (kubetray then made a new
-data key, and every sealed secret was lost), and after ~1,300 items it died, taking its
-unlocked collection with it. It answers one call at a time anyway."""
+"""Every keyring call of this process, one at a time, whichever store or backend makes it
+(each SecretService link serializes only its own). gnome-keyring (42, Debian 12) served
+parallel calls wrongly under load: an existing item read as missing (a read then made a new
+data key, and every sealed secret was lost), and near 1,300 items it died, taking its unlocked
+collection with it. It answers one call at a time anyway."""
 
 
 class NoKeyring(StoreUnavailable):
@@ -60,6 +61,9 @@ class KeyringSecretStore:
         self._lock = threading.Lock()
         self._chosen: Any = None
         """The direct Secret Service backend, or False once keyring must choose."""
+        self._key: bytes | None = None
+        """The data key, once read: a sealed write after a refresh is the moment a crash can
+        lose a login, and one keyring round trip less makes it shorter."""
 
     # -- the keyring, behind a timeout and one error translation ----------------------------
 
@@ -68,19 +72,29 @@ class KeyringSecretStore:
 
         def run() -> None:
             try:
-                with _ONE_AT_A_TIME:  # held by a call stuck on a prompt: the others time out too
-                    box["value"] = fn(*args)
+                box["value"] = fn(*args)
             except BaseException as e:
                 box["error"] = e
 
-        worker = threading.Thread(target=run, name="keyring", daemon=True)
-        worker.start()
-        worker.join(self._timeout)
-        if worker.is_alive():
-            raise StoreUnavailable(
-                f"the OS keyring did not answer within {self._timeout:.0f} s",
-                "it may be waiting for an unlock prompt: unlock it and try again",
-            )
+        late = StoreUnavailable(
+            f"the OS keyring did not answer within {self._timeout:.0f} s",
+            "it may be waiting for an unlock prompt: unlock it and try again",
+        )
+        # One call at a time (see _ONE_AT_A_TIME). A call given up on lets the next one go,
+        # on a new connection: it does not hold the others back.
+        if not _ONE_AT_A_TIME.acquire(timeout=self._timeout):
+            raise late
+        try:
+            worker = threading.Thread(target=run, name="keyring", daemon=True)
+            worker.start()
+            worker.join(self._timeout)
+            if worker.is_alive():
+                reset = getattr(self._chosen, "reset", None)
+                if reset is not None:  # that call holds the connection: the next takes a new one
+                    reset()
+                raise late
+        finally:
+            _ONE_AT_A_TIME.release()
         if "error" in box:
             raise _translate(box["error"]) from box["error"]
         return box["value"]  # type: ignore[no-any-return]
@@ -102,6 +116,10 @@ class KeyringSecretStore:
 
     def recheck(self) -> None:
         """Look for the keyring again at the next use (the session bus changed)."""
+        self._key = None
+        reset = getattr(self._chosen, "reset", None)
+        if reset is not None:
+            reset()
         self._chosen = None
         import sys
 
@@ -138,13 +156,24 @@ class KeyringSecretStore:
 
     # -- sealed files -------------------------------------------------------------------------
 
-    def _data_key(self) -> bytes:
-        """The key sealed files are encrypted with, made on the first seal."""
-        encoded = self._get_item(DATA_KEY_ITEM)
-        if encoded is None:
+    def _data_key(self, fresh: bool = False) -> bytes:
+        """The key sealed files are encrypted with (kept once read), made on the first seal."""
+        key = self._existing_key(fresh)
+        if key is None:
             encoded = base64.b64encode(AESGCM.generate_key(bit_length=256)).decode()
             self._set_item(DATA_KEY_ITEM, encoded)
-        return base64.b64decode(encoded)
+            key = self._key = base64.b64decode(encoded)
+        return key
+
+    def _existing_key(self, fresh: bool = False) -> bytes | None:
+        """The data key, as kept unless ``fresh``; None when the keyring holds none."""
+        if self._key is not None and not fresh:
+            return self._key
+        encoded = self._get_item(DATA_KEY_ITEM)
+        if encoded is None:
+            return None
+        self._key = base64.b64decode(encoded)
+        return self._key
 
     def _sealed_path(self, key: str) -> str:
         name = hashlib.sha256(key.encode()).hexdigest()[:32] + ".sealed"
@@ -170,21 +199,23 @@ class KeyringSecretStore:
                 f"the sealed secret file for {key} is missing ({path})",
                 "store the credential again",
             ) from None
-        # Read, never made here: a new key opens no file sealed before, and would lose every
-        # one of them. A keyring that fails now is that failure, not a lost secret.
-        encoded = self._get_item(DATA_KEY_ITEM)
-        if encoded is None:
-            raise SecretLost(
-                f"the keyring holds no key for the sealed secret file of {key}",
-                "store the credential again",
-            )
-        try:
-            return AESGCM(base64.b64decode(encoded)).decrypt(blob[:12], blob[12:], key.encode())
-        except Exception:
-            raise SecretLost(
-                f"the sealed secret file for {key} does not decrypt with the keyring's key",
-                "store the credential again",
-            ) from None
+        for fresh in (False, True):  # the key kept may be stale: once more with the keyring's
+            # Read, never made here: a new key opens no file sealed before, and would lose every
+            # one of them. A keyring that fails now raises that failure, not a lost secret.
+            data_key = self._existing_key(fresh)
+            if data_key is None:
+                raise SecretLost(
+                    f"the keyring holds no key for the sealed secret file of {key}",
+                    "store the credential again",
+                )
+            try:
+                return AESGCM(data_key).decrypt(blob[:12], blob[12:], key.encode())
+            except Exception:  # noqa: S112 - any failure to decrypt says the same
+                continue
+        raise SecretLost(
+            f"the sealed secret file for {key} does not decrypt with the keyring's key",
+            "store the credential again",
+        )
 
     # -- SecretStore --------------------------------------------------------------------------
 

@@ -1,5 +1,6 @@
 """doctor: a failing disk under the keyring is one failed check and the run goes on; each
-distinct helper command is started once, however many users run it."""
+distinct helper command is started once, however many users run it; what the agent cannot
+renew or save for an identity is a failed check."""
 
 import errno
 from pathlib import Path
@@ -59,3 +60,33 @@ def test_doctor_starts_each_distinct_helper_once_and_names_the_users_of_each(
         ("helper of users old-1 and old-2", False),
     ]
     assert f"{missing} does not exist" in checks[2].detail
+
+
+def test_identities_the_agent_cannot_renew_or_save_are_failed_checks() -> None:
+    from app.doctor import check_identities
+
+    status = {
+        "identities": [
+            {"name": "ok", "state": "ready"},
+            {
+                "name": "down",
+                "state": "ready",
+                "refresh_error": "nothing answers at idp:443 (connection refused); check ...",
+            },
+            {
+                "name": "refused",
+                "state": "needs login",
+                "refresh_error": "the provider refused the refresh token (invalid_grant)",
+            },
+            {"name": "locked", "state": "ready", "store_error": "the OS keyring is locked"},
+        ]
+    }
+    checks = list(check_identities(lambda: status))
+    assert [(c.name, c.ok) for c in checks] == [
+        ("identity down", False),
+        ("identity refused", False),
+        ("identity locked", False),
+    ]
+    assert checks[0].detail.startswith("cannot refresh its token: nothing answers")
+    assert checks[1].remedy == "run: kubetray login refused"
+    assert "in memory only: the OS keyring is locked" in checks[2].detail
