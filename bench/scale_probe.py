@@ -5,7 +5,8 @@ directory), so the same probe measures this tree and an older one. It builds the
 as the app does (compose.agent, the keyring of the environment), serves each stored credential
 named on stdin once, then prints one JSON line with medians in milliseconds:
 ``status`` (Broker.status), ``tick`` (the tray's per-second tick), ``window`` (the main
-window's first open) and ``diagnostics`` (the Diagnostics window's first open).
+window's first open) and ``diagnostics`` (the Diagnostics window's first open), for a desktop
+with a tray (without one, the window stands in from the start and never "opens").
 
 Only entry points both trees have: compose.agent, Broker.identity/get_credential/status,
 TrayController, TrayApp.tick/show_main_window/show_diagnostics. A UI figure the tree cannot
@@ -59,7 +60,7 @@ def main() -> int:
         from app.ui.tray import TrayApp
 
         controller = TrayController(parts.core, Settings.load(), utcnow)
-        view = TrayApp(controller, tray=False)
+        view = TrayApp(controller, tray=True)  # a desktop with a tray: the window opens on demand
         qt.processEvents()
         out["tick"] = _median(view.tick)
         out["window"] = _ms(lambda: (view.show_main_window(), qt.processEvents()))
