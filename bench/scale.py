@@ -446,7 +446,8 @@ def main() -> int:
     else:
         from tests.idp import run_idp
 
-        with run_idp(password=True, ttl={"AccessToken": LIFETIME, "IdToken": LIFETIME}) as idp:
+        lifetimes = {"AccessToken": LIFETIME, "IdToken": LIFETIME}
+        with run_idp(password=True, ttl=lifetimes, capacity=100_000) as idp:
             for n in sizes:
                 for label, tree in trees.items():
                     print(f"-- {label}, refresh burst, N = {n}", flush=True)

@@ -10,6 +10,8 @@
 //    "issuer": "https://127.0.0.1:PORT"  (the URL clients use: a proxy in front, tests/fault_proxy.py;
 //    the provider then builds its endpoints from the X-Forwarded-* headers the proxy sends)
 //    "clockOffset": 90}  (seconds the provider's clock is ahead; GET /test/clock?offset=S moves it)
+//    "capacity": 100000  (entries its in-memory store keeps: the default 1,000 drops the grants
+//    of the first logins once there are ~330, and their refresh tokens then fail invalid_grant)
 // Logins use oidc-provider's devInteractions pages: any login name, any password.
 // GET /test/counts: token requests by grant type; GET /test/headers: every request's headers.
 import { generateKeyPairSync } from 'node:crypto';
@@ -17,6 +19,14 @@ import http from 'node:http';
 import Provider, { errors } from 'oidc-provider';
 
 const settings = JSON.parse(process.argv[2] || '{}');
+
+let adapter;  // oidc-provider's own in-memory adapter, with room for `capacity` entries
+if (settings.capacity) {
+  const { default: MemoryAdapter } = await import('oidc-provider/lib/adapters/memory_adapter.js');
+  const { default: LRU } = await import('oidc-provider/lib/helpers/lru.js');
+  const store = new LRU({ maxSize: settings.capacity });
+  adapter = (model) => new MemoryAdapter(model, store, 0);
+}
 
 // The provider's own clock (oidc-provider and its JWTs read Date.now): ahead by clockOffset s,
 // and movable while it runs (a laptop that slept sees the provider's time jump too).
@@ -71,6 +81,7 @@ const machineClient = {
 const KUBERNETES = 'https://kubernetes.test';
 
 const provider = new Provider(issuer, {
+  ...(adapter ? { adapter } : {}),
   clients: [nativeClient('kubectl'), nativeClient('other-audience'),
     ...(settings.clientCredentials ? [machineClient] : []), ...(settings.extraClients || [])],
   jwks: { keys: [jwk] },
