@@ -1,0 +1,1 @@
+"""Kinds of login kubetray does, one package each (see docs/architecture.md)."""
