@@ -190,7 +190,7 @@ def test_no_credentials_is_one_clear_line(files: world.AwsFiles) -> None:
 def test_same_token_shape_as_aws_eks_get_token(
     sts: MotoSTS, files: world.AwsFiles, aws_cli: Path, region: str | None, env: dict, host: str
 ) -> None:
-    """Host, credential scope, parameters and their order, and expirationTimestamp − X-Amz-Date
+    """Host, credential scope, parameters and their order, and expirationTimestamp minus X-Amz-Date
     as the AWS CLI v1 makes them; both tokens pass EKS's checks (aws partition)."""
     full = files.env(AWS_PROFILE="dev", **env)
     full.pop("AWS_CONFIG_FILE")  # the [services] endpoints would put moto into the CLI's token
