@@ -29,7 +29,9 @@ def sso(sts: MotoSTS) -> Iterator[SsoStandIn]:
 @pytest.fixture
 def files(tmp_path: Path, sts: MotoSTS, sso: SsoStandIn) -> world.AwsFiles:
     """The config files, with an IAM user's keys as profile ``dev``."""
-    return world.write(tmp_path / "aws", sso.url, sts.url, keys=sts.user_keys(f"u{os.urandom(4).hex()}"))
+    return world.write(
+        tmp_path / "aws", sso.url, sts.url, keys=sts.user_keys(f"u{os.urandom(4).hex()}")
+    )
 
 
 @pytest.fixture

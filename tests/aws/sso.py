@@ -85,6 +85,8 @@ class SsoStandIn:
         self.devices: dict[str, Device] = {}
         self.access: dict[str, tuple[Grant, float]] = {}
         self.refresh: dict[str, Grant] = {}
+        self.slow_down_next = 0
+        """Answer this many device-code polls SlowDownException (a client polling too fast)."""
         self.auto_approve = False
         """Approve every device code as soon as it is issued (a person who is quick)."""
         self.lock = threading.Lock()
@@ -203,6 +205,9 @@ class SsoStandIn:
                     return _oidc_error(400, "ExpiredTokenException", "expired_token")
                 if device.state == "denied":
                     return _oidc_error(400, "AccessDeniedException", "access_denied")
+                if self.slow_down_next > 0:
+                    self.slow_down_next -= 1
+                    return _oidc_error(400, "SlowDownException", "slow_down")
                 if device.state == "pending":
                     if too_fast:
                         return _oidc_error(400, "SlowDownException", "slow_down")

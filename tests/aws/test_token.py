@@ -21,7 +21,9 @@ from tests.aws.moto_sts import ACCOUNT, MotoSTS
 GET_TOKEN = ["eks", "get-token", "--cluster-name", "demo", "--output", "json"]
 
 
-def _token(env: dict[str, str], *extra: str, region: str | None = "eu-west-1") -> tuple[str, datetime]:
+def _token(
+    env: dict[str, str], *extra: str, region: str | None = "eu-west-1"
+) -> tuple[str, datetime]:
     args = (["--region", region] if region else []) + GET_TOKEN + list(extra)
     tok = Engine(lambda _s: None).world(parse(args, env)).token("demo")
     return tok.token, tok.expires_at
@@ -35,7 +37,12 @@ def _query(token: str) -> tuple[str, list[tuple[str, str]]]:
 def _cli(aws: Path, env: dict[str, str], *args: str) -> dict:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     out = subprocess.run(
-        [str(aws), *args], env={**clean, **env}, capture_output=True, text=True, timeout=60, check=True
+        [str(aws), *args],
+        env={**clean, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
     )
     return json.loads(out.stdout)
 
@@ -44,7 +51,9 @@ def _signed_at(query: list[tuple[str, str]]) -> datetime:
     return datetime.strptime(dict(query)["X-Amz-Date"], "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
 
 
-def test_token_from_a_profile_s_keys_is_accepted_by_eks(sts: MotoSTS, files: world.AwsFiles) -> None:
+def test_token_from_a_profile_s_keys_is_accepted_by_eks(
+    sts: MotoSTS, files: world.AwsFiles
+) -> None:
     token, expires = _token(files.env(AWS_PROFILE="dev"))
     who = EksVerifier(sts, "demo", "eu-west-1").verify(token)
     assert who.arn.startswith(f"arn:aws:iam::{ACCOUNT}:user/u")
@@ -74,16 +83,22 @@ def test_eks_refuses_another_cluster_a_wrong_secret_and_an_old_token(
         EksVerifier(sts, "other", "eu-west-1").verify(token)
     # a wrong secret for a key moto knows
     akid = files.credentials.read_text().split("aws_access_key_id = ")[1].split()[0]
-    files.credentials.write_text(f"[dev]\naws_access_key_id = {akid}\naws_secret_access_key = wrong\n")
+    files.credentials.write_text(
+        f"[dev]\naws_access_key_id = {akid}\naws_secret_access_key = wrong\n"
+    )
     forged, _ = _token(files.env(AWS_PROFILE="dev"))
     with pytest.raises(Refused, match="SignatureDoesNotMatch"):
         EksVerifier(sts, "demo", "eu-west-1").verify(forged)
     signed = _signed_at(_query(token)[1])
-    late = EksVerifier(sts, "demo", "eu-west-1", now=lambda: signed + timedelta(minutes=15, seconds=1))
+    late = EksVerifier(
+        sts, "demo", "eu-west-1", now=lambda: signed + timedelta(minutes=15, seconds=1)
+    )
     with pytest.raises(Refused, match="expired"):
         late.verify(token)
     # STS honours 15 minutes whatever X-Amz-Expires says (the authenticator's comment)
-    EksVerifier(sts, "demo", "eu-west-1", now=lambda: signed + timedelta(minutes=14, seconds=59)).verify(token)
+    EksVerifier(
+        sts, "demo", "eu-west-1", now=lambda: signed + timedelta(minutes=14, seconds=59)
+    ).verify(token)
 
 
 def _reencode(url: str) -> str:
@@ -96,9 +111,18 @@ def _reencode(url: str) -> str:
     ("change", "words"),
     [
         (lambda u: u.replace("https://", "http://"), "scheme"),
-        (lambda u: u.replace("sts.eu-west-1.amazonaws.com", "sts.eu-west-1.amazonaws.com:8443"), "port"),
-        (lambda u: u.replace("sts.eu-west-1.amazonaws.com", "sts.eu-west-1.example.com"), "STS domains"),
-        (lambda u: u.replace("sts.eu-west-1.amazonaws.com", "sts.eu-west-2.amazonaws.com"), "scope"),
+        (
+            lambda u: u.replace("sts.eu-west-1.amazonaws.com", "sts.eu-west-1.amazonaws.com:8443"),
+            "port",
+        ),
+        (
+            lambda u: u.replace("sts.eu-west-1.amazonaws.com", "sts.eu-west-1.example.com"),
+            "STS domains",
+        ),
+        (
+            lambda u: u.replace("sts.eu-west-1.amazonaws.com", "sts.eu-west-2.amazonaws.com"),
+            "scope",
+        ),
         (lambda u: u + "&X-Amz-Extra=1", "non-allowlisted"),
         (lambda u: u.replace("host%3Bx-k8s-aws-id", "host"), "x-k8s-aws-id"),
         (lambda u: u.replace("X-Amz-Expires=60", "X-Amz-Expires=901"), "out of range"),
@@ -113,7 +137,9 @@ def test_eks_refuses_tampered_tokens(sts: MotoSTS, files: world.AwsFiles, change
         EksVerifier(sts, "demo", "eu-west-1").verify(token + "=" * (-len(token) % 4 or 4))
 
 
-def test_a_configured_sts_endpoint_never_reaches_the_token(sts: MotoSTS, files: world.AwsFiles) -> None:
+def test_a_configured_sts_endpoint_never_reaches_the_token(
+    sts: MotoSTS, files: world.AwsFiles
+) -> None:
     """The profile's [services] sts endpoint (moto) and AWS_ENDPOINT_URL_STS are for AssumeRole;
     the token keeps the real host, which EKS accepts (the AWS CLI would put moto's there)."""
     env = files.env(AWS_PROFILE="admin-via-dev", AWS_ENDPOINT_URL_STS=sts.url)
@@ -121,6 +147,21 @@ def test_a_configured_sts_endpoint_never_reaches_the_token(sts: MotoSTS, files: 
     assert _query(token)[0] == "https://sts.eu-west-1.amazonaws.com/"
     who = EksVerifier(sts, "demo", "eu-west-1").verify(token)
     assert who.canonical_arn == f"arn:aws:iam::{ACCOUNT}:role/eks-admin"
+
+
+def test_the_cli_puts_a_configured_sts_endpoint_into_its_token_and_eks_refuses_it(
+    sts: MotoSTS, files: world.AwsFiles, aws_cli: Path
+) -> None:
+    """Why kubetray's signing client ignores configured endpoints (eks.md A.2)."""
+    env = files.env(AWS_PROFILE="dev", AWS_ENDPOINT_URL_STS=sts.url)
+    env["AWS_CONFIG_FILE"] = str(files.dir / "plain-config")
+    (files.dir / "plain-config").write_text("[profile dev]\n")
+    cli_token = _cli(aws_cli, env, "--region", "eu-west-1", *GET_TOKEN)["status"]["token"]
+    assert _query(cli_token)[0] == f"{sts.url}/"
+    with pytest.raises(Refused, match="scheme"):
+        EksVerifier(sts, "demo", "eu-west-1").verify(cli_token)
+    ours, _ = _token(env)
+    EksVerifier(sts, "demo", "eu-west-1").verify(ours)
 
 
 def test_the_agent_s_own_environment_is_not_the_caller_s(

@@ -40,43 +40,47 @@ def write(
     sts_url: str,
     keys: tuple[str, str] | None = None,
     scopes: str = "sso:account:access",
+    services: bool = True,
 ) -> AwsFiles:
     """``sso-dev`` (sso-session ``corp``), ``sso-legacy``, ``eks-admin-via-sso`` (a role on
-    top of sso-dev), ``dev`` (keys, when given) and ``admin-via-dev`` (a role on top of dev)."""
+    top of sso-dev), ``dev`` (keys, when given) and ``admin-via-dev`` (a role on top of dev).
+    ``services``: the profiles use the ``[services]`` endpoints; without, give
+    ``endpoint_env()`` in the environment (the AWS CLI puts a configured STS endpoint into its
+    token, so a CLI run must not see one)."""
     where.mkdir(parents=True, exist_ok=True)
-    services = "services = standins\n"
+    use = "services = standins\n" if services else ""
     config = (
         f"""[profile sso-dev]
 sso_session = corp
 sso_account_id = {ACCOUNT}
 sso_role_name = AdministratorAccess
 region = eu-west-1
-{services}
+{use}
 [profile sso-readonly]
 sso_session = corp
 sso_account_id = {ACCOUNT}
 sso_role_name = ReadOnly
 region = eu-west-1
-{services}
+{use}
 [profile sso-legacy]
 sso_start_url = {START_URL}
 sso_region = us-east-1
 sso_account_id = {ACCOUNT}
 sso_role_name = AdministratorAccess
 region = eu-west-1
-{services}
+{use}
 [profile eks-admin-via-sso]
 source_profile = sso-dev
 role_arn = {ROLE_ARN}
 region = eu-west-1
-{services}
+{use}
 [profile dev]
 region = eu-west-1
-{services}
+{use}
 [profile admin-via-dev]
 source_profile = dev
 role_arn = {ROLE_ARN}
-{services}
+{use}
 [sso-session corp]
 sso_start_url = {START_URL}
 sso_region = us-east-1
@@ -99,6 +103,11 @@ sts =
         f"[dev]\naws_access_key_id = {keys[0]}\naws_secret_access_key = {keys[1]}\n" if keys else ""
     )
     return AwsFiles(where, cfg, creds)
+
+
+def endpoint_env(sso_url: str) -> dict[str, str]:
+    """The IAM Identity Center endpoints as environment variables (for the AWS CLI)."""
+    return {"AWS_ENDPOINT_URL_SSO": sso_url, "AWS_ENDPOINT_URL_SSO_OIDC": sso_url}
 
 
 class QuickPerson:

@@ -331,6 +331,7 @@ class SsoClient:
     def _tokens(
         self, answer: dict[str, Any], issued: datetime, reg: Registration, old: str | None
     ) -> SsoTokens:
+        issued = issued.replace(microsecond=0)  # what the record keeps (the CLI's format)
         return SsoTokens(
             start_url=self.sso.start_url,
             region=self.sso.region,
