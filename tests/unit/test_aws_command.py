@@ -47,7 +47,12 @@ def test_update_kubeconfig_fixtures_are_read_as_the_cli_reads_them() -> None:
 def test_authenticator_readme_kubeconfig() -> None:
     args, env = _exec("aws-iam-authenticator.yaml")
     cmd = parse(args, env)
-    assert (cmd.tool, cmd.cluster_id, cmd.profile, cmd.region) == (AUTHENTICATOR, "demo", "dev", None)
+    assert (cmd.tool, cmd.cluster_id, cmd.profile, cmd.region) == (
+        AUTHENTICATOR,
+        "demo",
+        "dev",
+        None,
+    )
 
 
 @pytest.mark.parametrize(
@@ -125,7 +130,10 @@ def test_authenticator_role_session_and_env() -> None:
         "me",
         "ext",
     )
-    env = {"KUBERNETES_AWS_AUTHENTICATOR_CLUSTER_ID": "fromenv", "DEFAULT_ROLE": "arn:aws:iam::1:role/y"}
+    env = {
+        "KUBERNETES_AWS_AUTHENTICATOR_CLUSTER_ID": "fromenv",
+        "DEFAULT_ROLE": "arn:aws:iam::1:role/y",
+    }
     cmd = parse(["token"], env)
     assert (cmd.cluster_id, cmd.role_arn, cmd.role_session_name) == (
         "fromenv",
@@ -162,3 +170,34 @@ def test_only_aws_variables_are_kept_and_secrets_are_masked() -> None:
     assert set(cmd.environ) == {"AWS_PROFILE", "AWS_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY_ID"}
     assert cmd.shown_env()["AWS_SECRET_ACCESS_KEY"] == "***"
     assert "s3cr3t" not in repr(cmd)
+
+
+def test_import_recognises_eks_entries_and_keeps_their_flags() -> None:
+    from app.providers.aws.convert import converted, eks_args, why_not
+
+    for name in (
+        "update-kubeconfig-default.yaml",
+        "update-kubeconfig-role.yaml",
+        "aws-iam-authenticator.yaml",
+    ):
+        stanza = yaml.safe_load((FIXTURES / name).read_text())["users"][0]["user"]["exec"]
+        assert eks_args(stanza) == stanza["args"]
+        assert why_not(stanza) is None
+        after = converted(stanza, "/opt/kubetray/kubetray-exec", "install kubetray")
+        assert (after["command"], after["args"], after.get("env")) == (
+            "/opt/kubetray/kubetray-exec",
+            stanza["args"],
+            stanza.get("env"),
+        )
+    assert eks_args(
+        {
+            "command": "C:\\Program Files\\Amazon\\AWSCLIV2\\aws.exe",
+            "args": ["eks", "get-token", "--cluster-name", "d"],
+        }
+    )
+    assert eks_args({"command": "kubelogin", "args": ["get-token", "--server-id", "x"]}) is None
+    assert eks_args({"command": "aws", "args": ["sts", "get-caller-identity"]}) is None
+    reason = why_not(
+        {"command": "aws", "args": ["eks", "get-token", "--cluster-name", "d", "--query", "x"]}
+    )
+    assert reason is not None and "--query" in reason

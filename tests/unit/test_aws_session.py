@@ -1,0 +1,48 @@
+"""kubetray's credential chain is botocore's own order, less what it refuses: this notices a
+botocore upgrade that adds or moves a provider (the ``login`` provider came that way)."""
+
+from pathlib import Path
+
+from botocore.credentials import create_credential_resolver
+
+from app.providers.aws.command import parse
+from app.providers.aws.session import CallerSession, resolver
+
+REFUSED = {"ec2-credentials-file", "boto-config", "iam-role"}
+"""OriginalEC2Provider, BotoProvider (EC2-era files) and the instance metadata service."""
+
+
+def _names(providers: list) -> list[str]:
+    return [p.METHOD for p in providers]
+
+
+def test_chain_is_botocore_s_order_less_the_instance_metadata(tmp_path: Path) -> None:
+    config = tmp_path / "config"
+    config.write_text("[default]\nregion = eu-west-1\n")
+    env = {"AWS_CONFIG_FILE": str(config), "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "c")}
+    cmd = parse(["eks", "get-token", "--cluster-name", "d"], env)
+    session = CallerSession(cmd.environ)
+    ours = _names(resolver(session, cmd, None, {}, None).providers)
+    theirs = [m for m in _names(create_credential_resolver(session).providers) if m not in REFUSED]
+    assert ours == theirs
+
+
+def test_the_session_reads_the_caller_s_environment_only(tmp_path: Path, monkeypatch) -> None:
+    config = tmp_path / "config"
+    config.write_text("[profile dev]\nregion = ap-south-1\n")
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-west-2")
+    monkeypatch.setenv("AWS_ENDPOINT_URL_STS", "http://127.0.0.1:9")
+    session = CallerSession({"AWS_CONFIG_FILE": str(config)}, "dev")
+    assert session.get_config_variable("region") == "ap-south-1"
+    client = session.create_client(
+        "sts", region_name="ap-south-1", aws_access_key_id="a", aws_secret_access_key="b"
+    )
+    assert client.meta.endpoint_url == "https://sts.ap-south-1.amazonaws.com"
+    caller = CallerSession(
+        {"AWS_CONFIG_FILE": str(config), "AWS_ENDPOINT_URL_STS": "http://127.0.0.1:7"}, "dev"
+    )
+    client = caller.create_client(
+        "sts", region_name="ap-south-1", aws_access_key_id="a", aws_secret_access_key="b"
+    )
+    assert client.meta.endpoint_url == "http://127.0.0.1:7"
