@@ -13,7 +13,7 @@ import time
 from exec_helper import paths, protocol
 from exec_helper.errors import AgentUnavailable, HelperError
 from exec_helper.exec_credential import ExecInfoError, parse_exec_info
-from exec_helper.options import OptionsError, build_parser, resolve
+from exec_helper.options import OptionsError, build_parser, provider_command, resolve
 
 START_TIMEOUT = 10.0
 """An agent's start-up is a second or two; a loaded machine may take longer."""
@@ -74,7 +74,8 @@ def _forwarded_here() -> str | None:
 def _validate(exec_info: str, args: list[str]) -> None:
     try:
         info = parse_exec_info(exec_info)
-        resolve(args, info.cluster.config if info.cluster else None)
+        if not provider_command(args):  # a cloud tool's arguments are the agent's to read
+            resolve(args, info.cluster.config if info.cluster else None)
     except (ExecInfoError, OptionsError) as e:
         raise HelperError(str(e)) from None
 

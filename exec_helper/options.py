@@ -250,6 +250,16 @@ def _refuse(flags: list[str]) -> None:
         raise OptionsError(REFUSED[flags[0]][1].format(flag=flags[0]))
 
 
+def provider_command(args: list[str]) -> bool:
+    """A cloud tool's command line that one of the agent's providers reads (app.providers), not
+    kubelogin's flags: ``aws eks get-token ...`` (the AWS CLI's global flags may come first) and
+    ``aws-iam-authenticator token ...``. kubetray-exec leaves those to the agent."""
+    if args[:1] == ["token"]:
+        return True
+    words = [a for a in args if not a.startswith("-")]
+    return any(words[i : i + 2] == ["eks", "get-token"] for i in range(len(words) - 1))
+
+
 def strip_subcommand(args: list[str]) -> list[str]:
     """Drop kubelogin's leading ``get-token`` or ``oidc-login get-token``."""
     if args[:2] == ["oidc-login", "get-token"]:

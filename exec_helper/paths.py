@@ -42,7 +42,13 @@ INFRA_ENV = (
     FAST_ENV,
 )
 """``KUBETRAY_*`` variables that say how to reach the agent: never sent to it."""
-PASSED_ENV = ("KUBECONFIG", "DBUS_SESSION_BUS_ADDRESS")
+PASSED_ENV = (
+    "KUBECONFIG",
+    "DBUS_SESSION_BUS_ADDRESS",
+    # aws-iam-authenticator's own: the cluster ID and the role when not given as -i, -r
+    "KUBERNETES_AWS_AUTHENTICATOR_CLUSTER_ID",
+    "DEFAULT_ROLE",
+)
 """Other variables sent to the agent (besides the ``KUBETRAY_*`` settings)."""
 ENV_PREFIX = "KUBETRAY_"
 PASSED_ENV_PREFIXES = (

@@ -7,6 +7,7 @@ credentials, served here as ``kubetray store`` kept them, and logins, served by 
 their provider's client (app.providers).
 """
 
+import logging
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -20,7 +21,7 @@ from app.broker.registry import Entry, Registry
 from app.errors import CredentialError, UsageError
 from app.model import STORED, CallRecord, ContextUse, Credential, IdentityStatus, State
 from app.oidc.tokens import MIN_MARGIN, TokenSet, handed_out_expiry
-from app.providers.base import Settings, Wanted
+from app.providers.base import Settings, Token, TokensRefused, Wanted
 from app.static_credentials import StoredCredential, StoredCredentials
 from exec_helper.options import HelperOptions
 
@@ -31,6 +32,8 @@ MAX_RECORDS = 500
 MAX_UNSERVED = 32
 """Stored names that never served (typos, probes) stay listed with their error, the newest few."""
 MAX_CLUSTERS = 64
+
+log = logging.getLogger(__name__)
 
 
 def utcnow() -> datetime:
@@ -182,9 +185,15 @@ class Broker:
             tokens = self.logins.cached(st) if self.logins else None
             if tokens is None:
                 return None
-            return self._serve(
-                st, cluster, lambda _: self._login_answer(st, wanted, tokens, cluster)
-            )
+            ready = getattr(self.providers.of(wanted.settings), "ready", None)  # base.Prepares
+            if ready is not None and not ready(wanted.settings, tokens):
+                return None
+            try:
+                return self._serve(
+                    st, cluster, lambda _: self._login_answer(st, wanted, tokens, cluster)
+                )
+            except TokensRefused:
+                return None  # the full path renews them
         with self._lock:
             usage = self._usage.get(st.identity.key)
         stored = usage.credential if usage else None  # read without `usage.read`: never waits
@@ -251,19 +260,31 @@ class Broker:
             may_login=not wanted.no_login,
             settings=wanted.settings,
         )
-        return self._login_answer(st, wanted, tokens, cluster)
+        try:
+            return self._login_answer(st, wanted, tokens, cluster)
+        except TokensRefused as e:  # refused before their end: renew them, as after a 401
+            log.info("%s: %s; renewing its tokens", st.identity.name, e.message)
+            tokens = self.logins.token(
+                st, conv, refresh=True, may_login=not wanted.no_login, settings=wanted.settings
+            )
+            return self._login_answer(st, wanted, tokens, cluster)
 
     def _login_answer(
         self, st: Entry, wanted: Wanted, tokens: TokenSet, cluster: str | None
     ) -> Credential:
         assert self.logins is not None
         settings = wanted.settings
-        token = self.providers.of(settings).token(settings, tokens, cluster)
+        given = self.providers.of(settings).token(settings, tokens, cluster)
+        token: str | None
+        if isinstance(given, Token):  # a token with an end of its own (an EKS token)
+            token, expires = given.value, given.expires_at
+        else:
+            token, expires = given, tokens.handed_out_expiry(self._clock(), self.logins.margin)
         if not token:
             raise CredentialError(f"the provider gave {st.identity.name} no token to send")
         return Credential(
             token=token,
-            expires=tokens.handed_out_expiry(self._clock(), self.logins.margin),
+            expires=expires,
             subject=tokens.who(),
             warning=self.logins.warning(st, tokens),
         )

@@ -51,6 +51,7 @@ __all__ = [
     "Converted",
     "LoginError",
     "LoginUI",
+    "Prepares",
     "Provider",
     "ProviderUnavailable",
     "RefreshFailed",
@@ -58,7 +59,9 @@ __all__ = [
     "Revocation",
     "Settings",
     "Shown",
+    "Token",
     "TokenSet",
+    "TokensRefused",
     "Wanted",
 ]
 
@@ -146,6 +149,34 @@ class Wanted:
     @property
     def kind(self) -> str:
         return self.settings.kind
+
+
+@dataclass(frozen=True)
+class Token:
+    """A token whose end is its own, not the identity's tokens' (an EKS token is a URL signed
+    for 15 minutes, whatever the login's lifetime): ``Provider.token`` may give one instead of
+    a str, and kubectl is told ``expires_at`` (the provider keeps it in the future)."""
+
+    value: str
+    expires_at: datetime
+
+    def __repr__(self) -> str:  # a secret: never in a log line
+        return f"Token(expires_at={self.expires_at.isoformat()})"
+
+
+class TokensRefused(LoginError):
+    """``Provider.token`` found the identity's tokens refused although they have not expired
+    (an IAM Identity Center session ended before its recorded end: aws-cli#7340). The broker
+    has them renewed (a refresh, else a login, as for a 401 re-run) and asks once more."""
+
+
+class Prepares(Protocol):
+    """A provider whose ``token`` may need the network first (AWS: role credentials to fetch
+    with the login, about hourly): ``ready`` says whether it can answer from memory now. The
+    at-once path (the installed helper's fast path) asks it, and leaves the call to the full
+    path when not; a provider without ``ready`` always answers from memory."""
+
+    def ready(self, settings: "Settings", tokens: TokenSet) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -252,9 +283,12 @@ class Provider(Protocol):
     def client(self, settings: Settings, clock: Clock) -> Client:
         """A client for ``settings`` (made when first needed; import heavy libraries here)."""
 
-    def token(self, settings: Settings, tokens: TokenSet, cluster: str | None) -> str | None:
+    def token(
+        self, settings: Settings, tokens: TokenSet, cluster: str | None
+    ) -> "str | Token | None":
         """The token kubectl is given for ``cluster`` (its server URL). On the hot path: from
-        memory, no I/O. ``settings`` are the caller's."""
+        memory, no I/O (unless the provider ``Prepares`` and said it is not ready). A ``Token``
+        carries its own expiry. ``settings`` are the caller's."""
 
     def renewable(self, settings: Settings, tokens: TokenSet) -> bool:
         """Whether ``tokens`` can be renewed with nobody there into what kubectl is given

@@ -48,6 +48,21 @@ REMOTE_ENV_DROPPED = (
 )
 """A remote host's environment describes that host: its kubeconfig, browser, session bus, and
 its cloud tools' profiles, files and keys (the desktop's own configuration serves it)."""
+REMOTE_ENV_KEPT = tuple(
+    f"{name}="
+    for name in (
+        "AWS_PROFILE",
+        "AWS_DEFAULT_PROFILE",
+        "AWS_REGION",
+        "AWS_DEFAULT_REGION",
+        "AWS_STS_REGIONAL_ENDPOINTS",
+        "AWS_USE_FIPS_ENDPOINT",
+        "AWS_USE_DUALSTACK_ENDPOINT",
+    )
+)
+"""Of those, what names the request rather than describes the host: ``aws eks
+update-kubeconfig`` puts the profile in the exec entry's ``env``, so it is as much the request
+as an argument (the desktop's profile of that name serves it)."""
 
 Answer = tuple[int, str, str]
 """(exit code, stdout, stderr) for kubetray-exec to print."""
@@ -279,7 +294,11 @@ class GetCredential:
 
 
 def _remote_env(env: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(item for item in env if not item.startswith(REMOTE_ENV_DROPPED))
+    return tuple(
+        item
+        for item in env
+        if item.startswith(REMOTE_ENV_KEPT) or not item.startswith(REMOTE_ENV_DROPPED)
+    )
 
 
 def _refuse_desktop_paths(wanted: Wanted | options.HelperOptions, remote: str) -> None:

@@ -117,6 +117,12 @@ class SsoStandIn:
         with self.lock:
             return [d.user_code for d in self.devices.values() if d.state == "pending"]
 
+    def end_access(self) -> None:
+        """Access tokens stop working before their recorded end (aws-cli#7340); refresh
+        tokens still work."""
+        with self.lock:
+            self.access.clear()
+
     def revoke_all(self) -> None:
         """The portal session ends (an admin, the session duration): every token is refused."""
         with self.lock:

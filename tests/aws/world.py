@@ -23,6 +23,7 @@ class AwsFiles:
     dir: Path
     config: Path
     credentials: Path
+    start_url: str = START_URL
 
     def env(self, **more: str) -> dict[str, str]:
         """What a kubeconfig's exec sees (plus ``more``): the files, no instance metadata."""
@@ -41,6 +42,7 @@ def write(
     keys: tuple[str, str] | None = None,
     scopes: str = "sso:account:access",
     services: bool = True,
+    start_url: str = START_URL,
 ) -> AwsFiles:
     """``sso-dev`` (sso-session ``corp``), ``sso-legacy``, ``eks-admin-via-sso`` (a role on
     top of sso-dev), ``dev`` (keys, when given) and ``admin-via-dev`` (a role on top of dev).
@@ -63,7 +65,7 @@ sso_role_name = ReadOnly
 region = eu-west-1
 {use}
 [profile sso-legacy]
-sso_start_url = {START_URL}
+sso_start_url = {start_url}
 sso_region = us-east-1
 sso_account_id = {ACCOUNT}
 sso_role_name = AdministratorAccess
@@ -82,7 +84,7 @@ source_profile = dev
 role_arn = {ROLE_ARN}
 {use}
 [sso-session corp]
-sso_start_url = {START_URL}
+sso_start_url = {start_url}
 sso_region = us-east-1
 """
         + (f"sso_registration_scopes = {scopes}\n" if scopes else "")
@@ -102,7 +104,7 @@ sts =
     creds.write_text(
         f"[dev]\naws_access_key_id = {keys[0]}\naws_secret_access_key = {keys[1]}\n" if keys else ""
     )
-    return AwsFiles(where, cfg, creds)
+    return AwsFiles(where, cfg, creds, start_url)
 
 
 def endpoint_env(sso_url: str) -> dict[str, str]:

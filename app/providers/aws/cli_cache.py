@@ -11,12 +11,16 @@ where the portal rotates them (not checked here: eks.md F.4); the other side the
 
 import json
 import os
-from datetime import UTC, datetime
+import threading
+from datetime import UTC, datetime, timedelta
 
 from app.providers.aws.profiles import SsoSession
 from app.providers.aws.sso import SsoTokens
 
 MAX_SIZE = 64 * 1024
+_taken: set[str] = set()
+"""The portals whose cache this agent read already (each once)."""
+_lock = threading.Lock()
 
 
 def cache_dir() -> str:
@@ -60,3 +64,24 @@ def read(sso: SsoSession, now: datetime, directory: str | None = None) -> SsoTok
         refresh_token=tokens.refresh_token,
         registration=tokens.registration,
     )
+
+
+def available(sso: SsoSession, now: datetime) -> bool:
+    """The CLI holds a login for ``sso`` that this agent has not taken yet: a login then needs
+    nobody (``take`` adopts it)."""
+    with _lock:
+        if sso.key in _taken:
+            return False
+    found = read(sso, now)
+    return found is not None and (
+        found.expires_at > now + timedelta(minutes=5) or found.refreshable
+    )
+
+
+def take(sso: SsoSession, now: datetime) -> SsoTokens | None:
+    """``read``, once per portal per agent (a login kubetray then refreshes itself)."""
+    with _lock:
+        if sso.key in _taken:
+            return None
+        _taken.add(sso.key)
+    return read(sso, now)

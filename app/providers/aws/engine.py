@@ -20,9 +20,10 @@ from typing import Any
 from app.oidc.errors import LoginError, ProviderUnavailable
 from app.providers.aws import profiles
 from app.providers.aws.command import AUTHENTICATOR, AUTHENTICATOR_REGION, EksCommand
-from app.providers.aws.profiles import ProfileError, Source, SsoSession
-from app.providers.aws.sso import BotocoreTokenView, SsoClient, SsoTokens
+from app.providers.aws.profiles import ProfileError, SsoSession, identity_key
+from app.providers.aws.sso import BotocoreTokenView, SsoClient, SsoTokens, error_code, said
 from app.providers.aws.token import EksToken, presign_client, sign
+from app.providers.base import TokensRefused
 
 
 class NeedsLogin(LoginError):
@@ -34,6 +35,14 @@ class NeedsLogin(LoginError):
             "log in (kubetray login, or the tray)",
         )
         self.sso = sso
+
+
+class PortalRefused(NeedsLogin, TokensRefused):
+    """The portal refused the login's access token before its recorded end (aws-cli#7340):
+    a refresh may help, else a login."""
+
+    def __init__(self, sso: SsoSession) -> None:
+        NeedsLogin.__init__(self, sso, "was refused by the portal")
 
 
 class CredentialsError(LoginError):
@@ -65,21 +74,6 @@ def _files(env: dict[str, str]) -> tuple[tuple[str, float, int], ...]:
     return tuple(out)
 
 
-def identity_key(command: EksCommand, source: Source) -> str:
-    """Who signs (never the cluster, the region or how AWS is reached): the profile's source,
-    its roles, and ``--role-arn``."""
-    if source.kind == profiles.ENV:
-        who = f"env:{source.access_key_id}"
-    elif source.sso:
-        who = f"sso:{source.sso.start_url}|{source.account_id}|{source.role_name}"
-    else:
-        who = f"profile:{source.profile}:{source.kind}:{source.access_key_id or ''}"
-    roles = "|".join(source.roles)
-    role = command.role_arn or ""
-    session = command.role_session_name or ""
-    return f"aws|{who}|{roles}|{role}|{session}|{command.external_id or ''}"
-
-
 class World:
     """What botocore makes of one caller's environment and command (less the cluster)."""
 
@@ -89,7 +83,7 @@ class World:
         role_caches: Callable[[str], dict[str, Any]],
         sso_tokens: Callable[[SsoSession], SsoTokens | None],
     ) -> None:
-        from app.providers.aws.session import CallerSession, resolver, unsigned_clients
+        from app.providers.aws.session import CallerSession, unsigned_clients
 
         self.command = command
         self._lock = threading.Lock()
@@ -112,11 +106,20 @@ class World:
             or self.session.get_config_variable("region")
             or (AUTHENTICATOR_REGION if command.tool == AUTHENTICATOR else None)
         )
-        self._resolver = resolver(self.session, command, self.region, self._role_cache, view)
-        self.session.register_component("credential_provider", self._resolver)
+        self._view = view
+        self._resolver = self._chain()
         self.unsigned = unsigned_clients(self.session)
         self._signing_session: Any = None
         self._credentials: Any = None
+
+    def _chain(self) -> Any:
+        """botocore's chain, made anew for each load: its AssumeRoleProvider serves one load
+        (a second is taken for a source_profile loop)."""
+        from app.providers.aws.session import resolver
+
+        made = resolver(self.session, self.command, self.region, self._role_cache, self._view)
+        self.session.register_component("credential_provider", made)
+        return made
 
     @property
     def key(self) -> str:
@@ -128,15 +131,17 @@ class World:
     def _errors(self, e: Exception) -> LoginError:
         from botocore import exceptions as bx
 
-        if self.sso and isinstance(
-            e, bx.SSOTokenLoadError | bx.UnauthorizedSSOTokenError | bx.TokenRetrievalError
-        ):
-            why = (
-                "was refused by the portal"
-                if isinstance(e, bx.UnauthorizedSSOTokenError)
-                else "is needed"
+        if self.sso and isinstance(e, bx.UnauthorizedSSOTokenError):
+            return PortalRefused(self.sso)
+        if self.sso and isinstance(e, bx.SSOTokenLoadError | bx.TokenRetrievalError):
+            return NeedsLogin(self.sso, "is needed")
+        if self.sso and isinstance(e, bx.ClientError) and error_code(e) == "ForbiddenException":
+            return CredentialsError(
+                f"IAM Identity Center does not give you the role {self.source.role_name} in "
+                f"account {self.source.account_id} ({said(e)})",
+                "check sso_account_id and sso_role_name in your AWS config (kubetray doctor "
+                "lists the roles your login has)",
             )
-            return NeedsLogin(self.sso, why)
         if isinstance(e, bx.EndpointConnectionError | bx.ConnectTimeoutError | bx.ReadTimeoutError):
             return ProviderUnavailable(
                 f"AWS could not be reached for the credentials of profile "
@@ -157,6 +162,7 @@ class World:
             if self._credentials is not None:
                 return self._credentials
             try:
+                self._resolver = self._chain()
                 base = self._resolver.load_credentials()
                 if base is None:
                     raise CredentialsError(
@@ -212,6 +218,20 @@ class World:
             self._signing_session = None
             self._clients.clear()
             self._role_cache.clear()
+
+    def token_endpoint(self) -> str:
+        """Where this world's tokens point (the STS endpoint for its region); no credentials,
+        no network."""
+        from botocore.config import Config
+
+        client = self.session.create_client(
+            "sts",
+            region_name=self.region,
+            aws_access_key_id="endpoint-only",
+            aws_secret_access_key="endpoint-only",  # noqa: S106 (never used to sign)
+            config=Config(ignore_configured_endpoint_urls=True),
+        )
+        return str(client.meta.endpoint_url)
 
     def token(self, cluster_id: str) -> EksToken:
         """A token for ``cluster_id`` signed for this world's region."""

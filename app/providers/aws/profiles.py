@@ -19,7 +19,10 @@ not (the EC2 instance metadata service) or a cache it would have to write in pla
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from app.providers.aws.command import EksCommand
 
 DEFAULT_SCOPES = ("sso:account:access",)
 """Registration scopes when the sso-session names none: what the AWS CLI's wizard writes, and
@@ -229,3 +232,18 @@ def _container(env: Mapping[str, str]) -> bool:
         env.get("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI")
         or env.get("AWS_CONTAINER_CREDENTIALS_FULL_URI")
     )
+
+
+def identity_key(command: "EksCommand", source: Source) -> str:
+    """Who signs (never the cluster, the region or how AWS is reached): the profile's source,
+    its roles, and ``--role-arn``."""
+    if source.kind == ENV:
+        who = f"env:{source.access_key_id}"
+    elif source.sso:
+        who = f"sso:{source.sso.start_url}|{source.account_id}|{source.role_name}"
+    else:
+        who = f"profile:{source.profile}:{source.kind}:{source.access_key_id or ''}"
+    roles = "|".join(source.roles)
+    role = command.role_arn or ""
+    session = command.role_session_name or ""
+    return f"aws|{who}|{roles}|{role}|{session}|{command.external_id or ''}"

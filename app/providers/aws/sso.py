@@ -148,12 +148,12 @@ class DeviceUI(Protocol):
     def cancelled(self) -> threading.Event: ...
 
 
-def _code(e: Exception) -> str:
+def error_code(e: Exception) -> str:
     response = getattr(e, "response", None) or {}
     return str(response.get("Error", {}).get("Code", ""))
 
 
-def _said(e: Exception) -> str:
+def said(e: Exception) -> str:
     """What the service said, for a person: its error and description, never a token."""
     response = getattr(e, "response", None) or {}
     err = response.get("Error", {})
@@ -210,7 +210,7 @@ class SsoClient:
             )
         except ClientError as e:
             raise LoginError(
-                f"IAM Identity Center refused to register kubetray ({_said(e)})",
+                f"IAM Identity Center refused to register kubetray ({said(e)})",
                 f"check sso_region ({self.sso.region}) and sso_registration_scopes",
             ) from None
         except BotoCoreError as e:
@@ -235,7 +235,7 @@ class SsoClient:
         except ClientError as e:
             raise LoginError(
                 f"IAM Identity Center refused the device login for {self.sso.start_url} "
-                f"({_said(e)})",
+                f"({said(e)})",
                 "check sso_start_url in your AWS config",
             ) from None
         except BotoCoreError as e:
@@ -268,7 +268,7 @@ class SsoClient:
                     clientSecret=reg.client_secret,
                 )
             except ClientError as e:
-                code_name = _code(e)
+                code_name = error_code(e)
                 if code_name == "AuthorizationPendingException":
                     continue
                 if code_name == "SlowDownException":
@@ -281,9 +281,9 @@ class SsoClient:
                     ) from None
                 if code_name == "AccessDeniedException":
                     raise LoginError(
-                        f"the AWS login was denied ({_said(e)})", "log in again and approve it"
+                        f"the AWS login was denied ({said(e)})", "log in again and approve it"
                     ) from None
-                raise LoginError(f"the AWS login failed ({_said(e)})") from None
+                raise LoginError(f"the AWS login failed ({said(e)})") from None
             except BotoCoreError as e:
                 raise _unreachable(e, "the login") from None
             return self._tokens(answer, issued, reg, None)
@@ -315,14 +315,14 @@ class SsoClient:
         except ClientError as e:
             status = (getattr(e, "response", None) or {}).get("ResponseMetadata", {})
             http = int(status.get("HTTPStatusCode") or 0)
-            if http >= 500 or _code(e) in ("InternalServerException", "SlowDownException"):
+            if http >= 500 or error_code(e) in ("InternalServerException", "SlowDownException"):
                 raise ProviderUnavailable(
-                    f"IAM Identity Center could not refresh the login ({_said(e)})",
+                    f"IAM Identity Center could not refresh the login ({said(e)})",
                     "kubetray tries again",
                     unsure=http in (502, 504),
                 ) from None
             raise RefreshRefused(
-                f"IAM Identity Center refused to refresh the login ({_said(e)})", "log in again"
+                f"IAM Identity Center refused to refresh the login ({said(e)})", "log in again"
             ) from None
         except BotoCoreError as e:
             raise _unreachable(e, "a refresh") from None
