@@ -39,7 +39,16 @@ EXEC_INFO = (
     '{"kind":"ExecCredential","apiVersion":"client.authentication.k8s.io/v1beta1",'
     '"spec":{"interactive":false}}\n'
 )
-GET_TOKEN = ["--region", "eu-west-1", "eks", "get-token", "--cluster-name", "demo", "--output", "json"]
+GET_TOKEN = [
+    "--region",
+    "eu-west-1",
+    "eks",
+    "get-token",
+    "--cluster-name",
+    "demo",
+    "--output",
+    "json",
+]
 ROLE = f"arn:aws:iam::{ACCOUNT}:role/eks-admin"
 
 
@@ -49,7 +58,13 @@ def awscli_venv(where: Path) -> Path:
     if not aws.exists():
         subprocess.run([sys.executable, "-m", "venv", str(where)], check=True)
         subprocess.run(
-            [str(where / "bin" / "pip"), "install", "--quiet", "--disable-pip-version-check", "awscli"],
+            [
+                str(where / "bin" / "pip"),
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                "awscli",
+            ],
             check=True,
         )
     return aws
@@ -151,13 +166,17 @@ def main() -> int:
             signs.append(time.perf_counter() - start)
         calls = dict(sso.calls)
 
-    print(f"bench/eks: median of {args.n} runs per row; {version.stdout.strip() or version.stderr.strip()}")
+    print(
+        f"bench/eks: median of {args.n} runs per row; {version.stdout.strip() or version.stderr.strip()}"
+    )
     print(f"{'process kubectl starts':<36} {'median':>9} {'min':>9}  vs aws eks get-token")
     for label, values in times.items():
         med = statistics.median(values)
         case = label.split("(")[-1].rstrip(")")
         ref = times.get(f"aws eks get-token ({case})")
-        ratio = f"{med / statistics.median(ref):7.3f}" if ref and not label.startswith("aws") else ""
+        ratio = (
+            f"{med / statistics.median(ref):7.3f}" if ref and not label.startswith("aws") else ""
+        )
         note = "" if served[label] or label.startswith("python") else "  (FAILED: no token)"
         print(f"{label:<36} {med * 1000:7.1f} ms {min(values) * 1000:7.1f} ms  {ratio}{note}")
     print(

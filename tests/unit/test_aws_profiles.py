@@ -137,6 +137,6 @@ def test_refused_with_one_line(config: dict, profile: str, env: dict, words: str
 
 def test_no_profile_at_all_is_not_an_error_until_credentials_are_asked(config: dict) -> None:
     assert classify({"profiles": {}}, "default", {}).kind == "none"
-    assert classify({"profiles": {}}, "default", {"AWS_CONTAINER_CREDENTIALS_FULL_URI": "http://x"}).kind == (
-        profiles.CONTAINER
-    )
+    assert classify(
+        {"profiles": {}}, "default", {"AWS_CONTAINER_CREDENTIALS_FULL_URI": "http://x"}
+    ).kind == (profiles.CONTAINER)
