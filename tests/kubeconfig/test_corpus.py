@@ -106,13 +106,18 @@ def test_import_rewrites_only_kubelogin_users_and_undo_restores(case: Case) -> N
     for path, before in case.original.items():
         changed = {c.user for c in changes if c.file == path}
         for name, body in _users(before).items():
-            if name in changed:
+            if name in changed and migrate.kubelogin_flags(body["exec"]) is None:
+                # aws eks get-token (issue 32): only the command changes
+                new = _users(after[path])[name]["exec"]
+                assert new["command"] == HELPER
+                assert (new["args"], new.get("env")) == (body["exec"]["args"], body["exec"]["env"])
+            elif name in changed:
                 new = _users(after[path])[name]["exec"]
                 assert new["command"] == HELPER and new["args"][0] == "get-token"
                 assert new["apiVersion"] == body["exec"]["apiVersion"]
                 old_flags = migrate.kubelogin_flags(body["exec"])
                 assert new["args"][1:] == [*old_flags, f"--name={name}"]  # named as the user
-            else:  # Azure's kubelogin, gke, aws, auth-providers, unknown flags: untouched
+            else:  # Azure's kubelogin, gke, auth-providers, unknown flags: untouched
                 assert _users(after[path])[name] == body
     assert {s.user for s in skipped} <= {"future"}
     case.apply(records.undo(changes), "import --undo")
