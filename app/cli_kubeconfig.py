@@ -286,10 +286,11 @@ def add_parsers(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> N
     p = add_command(
         sub,
         "import",
-        "switch kubelogin users to kubetray-exec",
-        "Switch every kubeconfig user that runs int128/kubelogin (kubectl oidc-login) to "
-        "kubetray-exec with the same flags, so a client registered for kubelogin keeps working. "
-        "--undo puts the last import back.",
+        "switch kubelogin and EKS users to kubetray-exec",
+        "Switch every kubeconfig user that runs int128/kubelogin (kubectl oidc-login), "
+        "aws eks get-token or aws-iam-authenticator to kubetray-exec with the same flags and "
+        "env, so a client registered for kubelogin keeps working and an EKS profile signs as "
+        "before. --undo puts the last import back.",
         ["kubetray import --dry-run", "kubetray import", "kubetray import --undo"],
     )
     p.add_argument("--undo", action="store_true", help="put the last import back")

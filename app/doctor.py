@@ -65,10 +65,19 @@ def kubetray_users(view: View, providers: Providers | None = None) -> Iterator[K
         wanted = []
         for config in configs:
             try:
-                wanted.append(providers.wanted(args, config, _env(exec_.get("env"))))
+                wanted.append(providers.wanted(args, config, _tools_env(exec_.get("env"))))
             except (OptionsError, AppError):
                 continue
         yield KubetrayUser(f.path, str(entry["name"]), str(exec_["command"]), wanted)
+
+
+def _tools_env(items: object) -> dict[str, str]:
+    """What kubectl run from this shell gives the helper of the cloud tools' variables
+    (AWS_PROFILE, AWS_CONFIG_FILE, ...): this shell's, with the exec entry's env over them."""
+    from exec_helper import paths
+
+    mine = {k: v for k, v in os.environ.items() if k.startswith(paths.PASSED_ENV_PREFIXES)}
+    return {**mine, **_env(items)}
 
 
 def _env(items: object) -> dict[str, str]:

@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.apiserver import NAMESPACES, APIServer
 from tests.aws import world
@@ -294,3 +295,81 @@ def test_the_login_lives_in_the_keyring_across_restarts_and_logout_ends_it(
     assert sso.calls["Logout"] == 1
     again = kubectl(config, kt, env)
     assert again.returncode != 0 and "kubetray login aws-corp" in again.stderr
+
+
+def test_kubetray_import_converts_eks_users_and_undo_puts_them_back(
+    stopped: KubetrayEnv,
+    keyring_session: None,
+    api: APIServer,
+    eks: EksVerifier,
+    files: world.AwsFiles,
+    tmp_path: Path,
+) -> None:
+    """``kubetray import`` on files as update-kubeconfig and the authenticator's README wrote
+    them: a diff first, then only ``command`` changed, kubectl through the result, --undo."""
+    kt = stopped
+    paths = []
+    for name in ("update-kubeconfig-profile.yaml", "aws-iam-authenticator.yaml"):
+        text = (FIXTURES / name).read_text()
+        text = text.replace("CA_DATA", base64.b64encode(api.ca_pem).decode())
+        text = text.replace("SERVER", api.url)
+        path = tmp_path / name
+        path.write_text(text)
+        path.chmod(0o600)
+        paths.append(path)
+    original = [p.read_bytes() for p in paths]
+    env = {"KUBECONFIG": ":".join(map(str, paths))}
+    dry = _cli(kt, env, "import", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert (
+        "-      command: aws" in dry.stdout
+        and "-      command: aws-iam-authenticator" in dry.stdout
+    )
+    assert [p.read_bytes() for p in paths] == original
+    done = _cli(kt, env, "import", "--yes")
+    assert done.returncode == 0, done.stderr
+    for before, path in zip(original, paths, strict=True):
+        old = yaml.safe_load(before)["users"][0]["user"]["exec"]
+        new = yaml.safe_load(path.read_text())["users"][0]["user"]["exec"]
+        assert new["command"].endswith("kubetray-exec")
+        assert (new["args"], new.get("env")) == (old["args"], old.get("env"))
+    # kubectl through the imported files, as they are
+    for path in paths:
+        out = kubectl(path, kt, files.env())
+        assert out.returncode == 0, out.stderr
+    undo = _cli(kt, env, "import", "--undo", "--yes")
+    assert undo.returncode == 0, undo.stderr
+    # the same content (the writer's own YAML layout, as for every kubetray edit)
+    assert [yaml.safe_load(p.read_text()) for p in paths] == [yaml.safe_load(o) for o in original]
+
+
+def test_doctor_names_the_profile_the_token_host_and_who_aws_says_this_is(
+    stopped: KubetrayEnv, api: APIServer, files: world.AwsFiles, sso: SsoStandIn, tmp_path: Path
+) -> None:
+    keys = imported("update-kubeconfig-profile.yaml", api, stopped, tmp_path)
+    (tmp_path / "sso").mkdir()
+    portal = imported(
+        "update-kubeconfig-profile.yaml", api, stopped, tmp_path / "sso", profile="sso-dev"
+    )
+    for config, words in (
+        (
+            keys,
+            [
+                "AWS profile dev",
+                "signed for https://sts.eu-west-1.amazonaws.com",
+                f"arn:aws:iam::{ACCOUNT}:user/u",
+            ],
+        ),
+        (
+            portal,
+            [
+                "AWS profile sso-dev",
+                f"IAM Identity Center {files.start_url}",
+                "answers",
+                "clock vs",
+            ],
+        ),
+    ):
+        out = _cli(stopped, {**files.env(), "KUBECONFIG": str(config)}, "doctor")
+        for word in words:
+            assert word in out.stdout, out.stdout
