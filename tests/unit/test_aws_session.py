@@ -46,3 +46,23 @@ def test_the_session_reads_the_caller_s_environment_only(tmp_path: Path, monkeyp
         "sts", region_name="ap-south-1", aws_access_key_id="a", aws_secret_access_key="b"
     )
     assert client.meta.endpoint_url == "http://127.0.0.1:7"
+
+
+def test_botocore_is_loaded_only_when_an_aws_identity_is_used() -> None:
+    """Every agent loads the providers; only someone who uses AWS pays for botocore."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from app.providers import default; p = default(); "
+        "p.wanted(['get-token', '--oidc-issuer-url=https://idp.example', '--oidc-client-id=k'], None, {}); "
+        "from app.providers.aws import AwsProvider; "
+        "AwsProvider().from_index({'command': {'tool': 'aws', 'cluster_id': 'c', 'region': None, "
+        "'profile': 'p', 'profile_explicit': False, 'role_arn': None, 'session_name': None, "
+        "'external_id': None, 'forward_session_name': False, 'env': {}}, 'source': {'kind': 'keys', "
+        "'profile': 'p', 'sso': None, 'account_id': None, 'role_name': None, 'roles': [], "
+        "'access_key_id': 'AKIA'}}).key; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('botocore', 'boto3')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
