@@ -409,7 +409,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     for row in table:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
     for r in rows:
-        for line in (r.error, r.note):
+        shown = [f"{label} {value}" for label, value in r.details if value != r.who]
+        for line in (", ".join(shown), r.error, r.note):
             if line:
                 print(f"{r.name}: {line}")
     return 0

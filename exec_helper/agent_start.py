@@ -13,7 +13,7 @@ import time
 from exec_helper import paths, protocol
 from exec_helper.errors import AgentUnavailable, HelperError
 from exec_helper.exec_credential import ExecInfoError, parse_exec_info
-from exec_helper.options import OptionsError, build_parser, resolve
+from exec_helper.options import OptionsError, UnknownArgument, build_parser, resolve
 
 START_TIMEOUT = 10.0
 """An agent's start-up is a second or two; a loaded machine may take longer."""
@@ -72,9 +72,14 @@ def _forwarded_here() -> str | None:
 
 
 def _validate(exec_info: str, args: list[str]) -> None:
+    """Bad input in kubetray's own flags never costs an agent start. An argument they do not
+    know may be a cloud tool's command line (gke-gcloud-auth-plugin's, ...), which only the
+    agent's providers read: the agent is started and says what it thinks of it."""
     try:
         info = parse_exec_info(exec_info)
         resolve(args, info.cluster.config if info.cluster else None)
+    except UnknownArgument:
+        pass
     except (ExecInfoError, OptionsError) as e:
         raise HelperError(str(e)) from None
 

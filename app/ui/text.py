@@ -32,6 +32,13 @@ def who(identity: IdentityStatus) -> str:
     return name
 
 
+def details(identity: IdentityStatus) -> str:
+    """What a provider shows besides who: ``tenant contoso · project p`` (not the account
+    again when it is who)."""
+    shown = [f"{label} {value}" for label, value in identity.details if value != identity.who]
+    return " · ".join(shown)
+
+
 def kubectl_line(context: str) -> str:
     """A command to try ``context`` with, quoted for the platform's usual shell."""
     if sys.platform == "win32":
