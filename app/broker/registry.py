@@ -9,15 +9,18 @@ differently do not rename it back and forth (``kubetray forget NAME`` starts it 
 
 import threading
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from app import formats, jsonfile
 from app import identity as idmod
-from app import jsonfile
 from app.model import OIDC, STORED, Identity
 from app.oidc.settings import OIDCSettings
 
 INDEX_VERSION = 2
+"""identities.json's format (app/formats.py): 1 was the first round's {name: entry} map."""
+SECRET_SETTINGS = ("client_secret", "password", "request_headers")
+"""Never in the index (request headers' values may be keys too)."""
 
 
 @dataclass(eq=False)
@@ -38,6 +41,9 @@ class Entry:
     """The key an earlier kubetray stored this identity's tokens under (moved on first read)."""
     chosen: bool = False
     """Its name was given with ``--name``: no later ``--name`` renames it."""
+    kept: dict[str, Any] | None = None
+    """What a newer kubetray wrote in its index entry (``settings`` included) that this one
+    does not know: written back as it was."""
 
 
 class Registry:
@@ -50,6 +56,8 @@ class Registry:
         self._lock = threading.Lock()
         self._states: dict[str, Entry] = {}
         self._loaded_index = False
+        self._kept: dict[str, Any] = {}
+        """The index's own fields and entries this version cannot read, written back as read."""
 
     # -- lookups --------------------------------------------------------------------------
 
@@ -140,43 +148,81 @@ class Registry:
     # -- the index ------------------------------------------------------------------------
 
     def _load_index(self) -> None:
+        """Read the index once. A newer format raises NewerFormat (every call that needs the
+        index says so) and nothing is ever written over it."""
         if self._loaded_index:
             return
         doc = jsonfile.load(self._index_path)
+        if isinstance(doc, dict) and formats.FIELD in doc:
+            formats.check(doc, self._index_path, INDEX_VERSION)
         entries = _entries(doc)
         with self._lock:
             if self._loaded_index:
                 return
             self._loaded_index = True
+            if isinstance(doc, dict) and doc.get(formats.FIELD) == INDEX_VERSION:
+                self._kept = {
+                    "top": formats.unknown(doc, ("identities",)),
+                    "entries": {
+                        k: r
+                        for k, r in (doc.get("identities") or {}).items()
+                        if k not in {raw_key for _, _, raw_key, _ in entries}
+                    },
+                }
             for name, raw, raw_key, chosen in entries:
                 try:
                     settings = OIDCSettings.from_dict(raw)
-                except (TypeError, ValueError):
-                    continue  # written by a newer kubetray, or damaged: skip, keep the rest
+                except (TypeError, ValueError):  # damaged: kept as it was, not served
+                    self._kept.setdefault("entries", {})[raw_key] = _raw_entry(doc, raw_key)
+                    continue
                 key = settings.key
                 if key in self._states:
                     continue
                 taken = self._taken(except_key=key)
                 identity = Identity(key, idmod.unique_name(name, taken), OIDC)
                 legacy = raw_key if raw_key != key else None
-                self._states[key] = Entry(identity, settings, legacy_key=legacy, chosen=chosen)
+                kept = _unknown_of_entry(doc, raw_key, raw)
+                self._states[key] = Entry(identity, settings, legacy, chosen, kept or None)
 
     def _save_index(self) -> None:
         """Write the OIDC identities' names and non-secret settings (caller holds the lock)."""
-        out: dict[str, Any] = {}
+        out: dict[str, Any] = {
+            k: v for k, v in (self._kept.get("entries") or {}).items() if v is not None
+        }
         for st in self._states.values():
             if st.settings is None:
                 continue
-            settings = asdict(st.settings)
-            settings.pop("client_secret")
-            settings.pop("password")
-            settings.pop("request_headers")  # their values may be keys too
+            kept = dict(st.kept or {})
+            settings = {**kept.pop("settings", {}), **asdict(st.settings)}
+            for secret in SECRET_SETTINGS:
+                settings.pop(secret, None)
             out[st.identity.key] = {
+                **kept,
                 "name": st.identity.name,
                 "settings": settings,
                 "chosen": st.chosen,
             }
-        jsonfile.save(self._index_path, {"version": INDEX_VERSION, "identities": out})
+        doc = {**(self._kept.get("top") or {}), "identities": out}
+        jsonfile.save(self._index_path, formats.stamped(doc, INDEX_VERSION))
+
+
+def _raw_entry(doc: object, key: str) -> Any:
+    if isinstance(doc, dict) and doc.get(formats.FIELD) == INDEX_VERSION:
+        return (doc.get("identities") or {}).get(key)
+    return None
+
+
+def _unknown_of_entry(doc: object, key: str, settings: dict[str, Any]) -> dict[str, Any]:
+    """The fields of an index entry (and of its settings) this version does not know."""
+    raw = _raw_entry(doc, key)
+    if not isinstance(raw, dict):
+        return {}
+    out = {k: v for k, v in raw.items() if k not in ("name", "settings", "chosen")}
+    known = {f.name for f in fields(OIDCSettings)}
+    extra_settings = {k: v for k, v in settings.items() if k not in known}
+    if extra_settings:
+        out["settings"] = extra_settings
+    return out
 
 
 def _entries(doc: object) -> list[tuple[str, dict[str, Any], str, bool]]:
