@@ -17,6 +17,7 @@
 import hashlib
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -235,6 +236,26 @@ class Logins:
         """End every login in flight; its callers hear ``reason`` (see Flights.abort_all)."""
         return self._flights.abort_all(reason)
 
+    def hold(self, timeout: float) -> Callable[[], None] | None:
+        """Take every identity's lock, so that no refresh or token write is halfway when the
+        process is replaced (a rotated refresh token must reach the store); returns their
+        release, or None (nothing held) if one stays busy for ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        held: list[threading.Lock] = []
+
+        def release() -> None:
+            for lock in reversed(held):
+                lock.release()
+
+        with self._lock:
+            sessions = list(self._sessions.values())
+        for session in sessions:
+            if not session.lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+                release()
+                return None
+            held.append(session.lock)
+        return release
+
     # -- tokens -----------------------------------------------------------------------------
 
     def _load(self, st: Entry, session: _Session) -> None:
@@ -251,7 +272,8 @@ class Logins:
             if data is not None:
                 self._store.set(_store_key(st.identity.key), data)
                 self._store.delete(_store_key(st.legacy_key))
-        session.tokens = TokenSet.from_bytes(data) if data else None
+        what = f"the tokens of {st.identity.name}"
+        session.tokens = TokenSet.from_bytes(data, what) if data else None
         session.loaded = True
         self._schedule(st, session)
 

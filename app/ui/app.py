@@ -1,5 +1,6 @@
 """`kubetray` (no arguments): the tray app, hosting the same broker and IPC server as the agent."""
 
+import contextlib
 import logging
 import signal
 import sys
@@ -8,7 +9,7 @@ import threading
 from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtWidgets import QApplication
 
-from app import compose, lifecycle, logs
+from app import __version__, autostart, compose, frozen, installation, lifecycle, logs, restart
 from app.broker.broker import utcnow
 from app.settings import Settings
 from app.ui import icons
@@ -22,6 +23,7 @@ log = logging.getLogger(__name__)
 class _Bridge(QObject):
     show = Signal()
     quit = Signal()
+    probe = Signal()
 
 
 def run(tray: bool | None = None, store: str | None = None) -> int:
@@ -30,6 +32,8 @@ def run(tray: bool | None = None, store: str | None = None) -> int:
     ``store`` overrides the secret-store setting (keyring, memory, auto).
     """
     logs.to_stderr()
+    frozen.pin()  # before anything else: nothing is imported from a replaced installation
+    came_from = restart.restarted_from()
     log_file = logs.to_file(paths.state_dir(), "app.log")
     app = QApplication.instance() or QApplication(sys.argv)
     assert isinstance(app, QApplication)
@@ -38,6 +42,9 @@ def run(tray: bool | None = None, store: str | None = None) -> int:
     app.setWindowIcon(icons.app_icon())
     app.setQuitOnLastWindowClosed(False)
     settings = Settings.load()
+    if settings.start_at_login:  # an entry an older kubetray wrote becomes this one's
+        with contextlib.suppress(OSError):
+            autostart.refresh(installation.app_command())
     parts = compose.agent(
         default_browser=lambda: settings.browser_command, store_kind=store or settings.secret_store
     )
@@ -51,14 +58,35 @@ def run(tray: bool | None = None, store: str | None = None) -> int:
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, on_signal)
+    bridge = _Bridge()
+    closing = threading.Event()
+    windows_open: list[bool] = [True]  # until the GUI thread has looked
+
+    def busy() -> bool:  # asked by the restart's thread: the GUI thread looks, later
+        if closing.is_set():
+            return True
+        bridge.probe.emit()
+        return windows_open[0]
+
+    restarting, watch = restart.wire(
+        parts, finish=bridge.quit.emit, stop=bridge.quit.emit, busy=busy
+    )
     parts.server.listener.open()
+    restart.restore_memory(parts)
     parts.start()
     threading.Thread(target=parts.server.serve_forever, name="ipc", daemon=True).start()
     controller = TrayController(parts.core, settings, utcnow)
     controller.store_notice = parts.store.notice
     parts.store.on_move.append(lambda: setattr(controller, "store_notice", None))
     view = TrayApp(controller, tray=tray)
-    bridge = _Bridge()
+
+    def look() -> None:  # a person's open window is never closed under them by a restart
+        stand_in = view.status_window
+        windows_open[0] = any(
+            w.isVisible() and w is not stand_in for w in QApplication.topLevelWidgets()
+        )
+
+    bridge.probe.connect(look)
     bridge.show.connect(view.bring_forward)
     bridge.quit.connect(app.quit)
     parts.service.on_show = bridge.show.emit
@@ -77,9 +105,14 @@ def run(tray: bool | None = None, store: str | None = None) -> int:
     log.info("kubetray app listening on %s", parts.server.listener.address)
     if log_file:
         log.info("this log is also in %s", log_file)
+    if came_from is not None:
+        _restarted(came_from, parts.service.facts, view)
+    watch.start()
     try:
-        return 0 if stop_asked.is_set() else app.exec()
+        code = 0 if stop_asked.is_set() else app.exec()
     finally:
+        closing.set()
+        watch.stop()
         # Worker threads first: nothing may emit into an object that is about to go.
         parts.service.on_show = None
         parts.service.on_stop = None
@@ -99,3 +132,16 @@ def run(tray: bool | None = None, store: str | None = None) -> int:
         # goes last, here, rather than whenever the interpreter's finalisation gets to it.
         app.processEvents()
         app.shutdown()
+    restarting.exec_if_due()
+    return code
+
+
+def _restarted(came_from: restart.Restarted, facts: dict[str, object], view: TrayApp) -> None:
+    """Log the restart; once, after an update, tell the person (the one line the tray says)."""
+    seconds = came_from.seconds()
+    facts["restarted_from"] = {"version": came_from.version, "build": came_from.build}
+    facts["restart_seconds"] = round(seconds, 3)
+    log.info("kubetray restarted from %s; serving again after %.3f s", came_from.version, seconds)
+    if came_from.updated:
+        text = f"kubetray was updated to {__version__}"
+        view.show_notification("updated", "", "kubetray was updated", text)
