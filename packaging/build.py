@@ -36,9 +36,15 @@ BUILD_FILE = ROOT / "build" / "kubetray-build.json"
 def stamp() -> dict[str, str]:
     """Git's version now (setuptools-scm writes exec_helper/_version.py too) and a new build id,
     into BUILD_FILE."""
-    from setuptools_scm import get_version  # a dev dependency: only building needs it
-
-    version = get_version(root=str(ROOT))
+    # setuptools-scm's command line reads pyproject.toml's settings (fallback_version...) and
+    # writes exec_helper/_version.py; a dev dependency: only building needs it.
+    version = subprocess.run(
+        [sys.executable, "-m", "setuptools_scm", "--force-write-version-files"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     build = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(4)
     doc = {"version": version, "build": build}
     BUILD_FILE.parent.mkdir(parents=True, exist_ok=True)
