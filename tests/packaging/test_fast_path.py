@@ -644,8 +644,16 @@ def test_the_generated_header_says_what_exec_helper_says(tmp_path: Path) -> None
         helper.EXEC_INFO,
         helper.KUBELET_MODE,
         " ".join(
-            ["op", "type", "version", "kubetray", "exit", "stdout", "stderr"]
-            + list(protocol.REQUEST_FIELDS)
+            [
+                "op",
+                "type",
+                "version",
+                "kubetray",
+                "exit",
+                "stdout",
+                "stderr",
+                *list(protocol.REQUEST_FIELDS),
+            ]
         ),
         " ".join(["infra", *paths.INFRA_ENV]),
         " ".join(["passed", *paths.PASSED_ENV]),
