@@ -75,6 +75,17 @@ class Restarted:
         return self.build != version.BUILD or self.version != version.VERSION
 
 
+def note(came_from: Restarted | None, facts: dict[str, object]) -> None:
+    """Log a restart and put it in status (called as the process starts to serve)."""
+    if came_from is None:
+        return
+    seconds = came_from.seconds()
+    facts["restarted_from"] = {"version": came_from.version, "build": came_from.build}
+    facts["restart_seconds"] = round(seconds, 3)
+    change = f"was updated to {version.VERSION}" if came_from.updated else "restarted"
+    log.info("kubetray %s (from %s): serving after %.3f s", change, came_from.version, seconds)
+
+
 def restarted_from() -> Restarted | None:
     """The process this one replaced, if it is a restart (the variable is removed: children
     such as a browser must not inherit it)."""

@@ -50,10 +50,9 @@ def run(store: str | None = None) -> int:
         log.info("%s (%s)", chosen.notice, chosen.reason or "the store setting")
     # Serve on a thread: the kernel may hand SIGTERM to any thread, and Python runs the handler
     # only when the main thread comes back to it, which a blocking accept() never does.
+    restart.note(came_from, parts.service.facts)
     serving = threading.Thread(target=server.serve_forever, name="ipc", daemon=True)
     serving.start()
-    if came_from is not None:
-        _restarted(came_from, parts.service.facts)
     watch.start()
     try:
         while serving.is_alive():
@@ -64,11 +63,3 @@ def run(store: str | None = None) -> int:
         parts.stop()
     restarting.exec_if_due()
     return 0
-
-
-def _restarted(came_from: restart.Restarted, facts: dict[str, object]) -> None:
-    seconds = came_from.seconds()
-    facts["restarted_from"] = {"version": came_from.version, "build": came_from.build}
-    facts["restart_seconds"] = round(seconds, 3)
-    change = f"was updated to {__version__}" if came_from.updated else "restarted"
-    log.info("kubetray %s (from %s): serving after %.3f s", change, came_from.version, seconds)

@@ -74,6 +74,7 @@ def run(tray: bool | None = None, store: str | None = None) -> int:
     parts.server.listener.open()
     restart.restore_memory(parts)
     parts.start()
+    restart.note(came_from, parts.service.facts)
     threading.Thread(target=parts.server.serve_forever, name="ipc", daemon=True).start()
     controller = TrayController(parts.core, settings, utcnow)
     controller.store_notice = parts.store.notice
@@ -105,8 +106,10 @@ def run(tray: bool | None = None, store: str | None = None) -> int:
     log.info("kubetray app listening on %s", parts.server.listener.address)
     if log_file:
         log.info("this log is also in %s", log_file)
-    if came_from is not None:
-        _restarted(came_from, parts.service.facts, view)
+    if came_from is not None and came_from.updated:  # said once, as a notification
+        text = f"kubetray was updated to {__version__}"
+        log.info("told the person: %s", text)
+        view.show_notification("updated", "", "kubetray was updated", text)
     watch.start()
     try:
         code = 0 if stop_asked.is_set() else app.exec()
@@ -134,14 +137,3 @@ def run(tray: bool | None = None, store: str | None = None) -> int:
         app.shutdown()
     restarting.exec_if_due()
     return code
-
-
-def _restarted(came_from: restart.Restarted, facts: dict[str, object], view: TrayApp) -> None:
-    """Log the restart; once, after an update, tell the person (the one line the tray says)."""
-    seconds = came_from.seconds()
-    facts["restarted_from"] = {"version": came_from.version, "build": came_from.build}
-    facts["restart_seconds"] = round(seconds, 3)
-    log.info("kubetray restarted from %s; serving again after %.3f s", came_from.version, seconds)
-    if came_from.updated:
-        text = f"kubetray was updated to {__version__}"
-        view.show_notification("updated", "", "kubetray was updated", text)
