@@ -7,7 +7,7 @@ from urllib.parse import urlsplit
 
 from PySide6.QtCore import QObject, QTimer, QUrl
 from PySide6.QtGui import QAction, QDesktopServices
-from PySide6.QtWidgets import QApplication, QMenu, QSystemTrayIcon, QWidget
+from PySide6.QtWidgets import QApplication, QMenu, QMessageBox, QSystemTrayIcon, QWidget
 from shiboken6 import Shiboken
 
 from app.model import OIDC, IdentityStatus, State
@@ -15,7 +15,7 @@ from app.ui import icons
 from app.ui.controller import TrayController
 from app.ui.dialogs import AddClusterDialog, ConsentDialog, SettingsDialog, ask_login
 from app.ui.notify import DesktopNotifications
-from app.ui.text import time_left, who
+from app.ui.text import about_text, time_left, who
 from app.ui.views import DeviceCodeWindow, DiagnosticsWindow, StatusWindow, bring_to_front
 from app.ui.window import MainWindow
 
@@ -94,6 +94,7 @@ class TrayApp(QObject):
         self.device_windows: dict[str, DeviceCodeWindow] = {}
         self.consent_dialogs: dict[str, ConsentDialog] = {}
         self.diagnostics: DiagnosticsWindow | None = None
+        self.about: QMessageBox | None = None
         self.notifications: list[tuple[str, str, str]] = []
         self.desktop_notifications = DesktopNotifications()
         self.desktop_notifications.action.connect(self._notification_action)
@@ -212,6 +213,7 @@ class TrayApp(QObject):
         menu.addAction("Add cluster…", self.add_cluster)
         menu.addAction("Settings", self.show_settings)
         menu.addAction("Diagnostics", self.show_diagnostics)
+        menu.addAction("About kubetray", self.show_about)
         menu.addSeparator()
         menu.addAction("Quit kubetray", QApplication.quit)
 
@@ -371,6 +373,13 @@ class TrayApp(QObject):
         self.diagnostics.refresh()
         bring_to_front(self.diagnostics)
 
+    def show_about(self) -> None:
+        """Which kubetray this is: its version and build (what an upgrade changes)."""
+        if self.about is None:
+            self.about = QMessageBox(QMessageBox.Icon.Information, "About kubetray", about_text())
+            self.about.setModal(False)
+        bring_to_front(self.about)
+
     def add_cluster(self) -> None:
         self.add_dialog = AddClusterDialog(self.controller)
         bring_to_front(self.add_dialog)
@@ -389,6 +398,7 @@ class TrayApp(QObject):
             *self.consent_dialogs.values(),
             self.main_window,
             self.diagnostics,
+            self.about,
             self.status_window,
             getattr(self, "add_dialog", None),
             getattr(self, "settings_dialog", None),

@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
 from app.model import CallRecord, IdentityStatus
 from app.ui.controller import TrayController
 from app.ui.text import call_details, caller_chain, state_words, time_left, who
+from exec_helper import version
 
 SCREEN_SHARE = 0.8
 """The most of the screen a window opens on: room is left for the panel and other windows."""
@@ -162,7 +163,7 @@ class DiagnosticsWindow(QWidget):
 
     def __init__(self, controller: TrayController) -> None:
         super().__init__()
-        self.setWindowTitle("kubetray diagnostics")
+        self.setWindowTitle(f"kubetray diagnostics: kubetray {version.describe()}")
         self._controller = controller
         self._records: list[CallRecord] = []
         self._selected: CallRecord | None = None

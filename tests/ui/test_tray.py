@@ -350,3 +350,14 @@ def test_no_qt_warnings_at_start_up(qtbot, qtlog, parts, request, tray: bool) ->
     warnings = [r.message for r in qtlog.records if r.matches_level("WARNING")]
     assert "QSystemTrayIcon::setVisible: No Icon set" not in warnings
     assert [w for w in warnings if w not in OFFSCREEN_WARNINGS] == []
+
+
+def test_about_says_which_kubetray_this_is(view: TrayApp) -> None:
+    from exec_helper import version
+
+    view.trigger("About kubetray")
+    assert view.about is not None and view.about.isVisible()
+    assert f"kubetray {version.VERSION}" in view.about.text()
+    view.show_diagnostics()
+    assert view.diagnostics is not None
+    assert version.VERSION in view.diagnostics.windowTitle()

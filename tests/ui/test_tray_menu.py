@@ -103,9 +103,10 @@ def test_four_identities_make_a_short_menu(qtbot, view: TrayApp, core) -> None: 
         "Add cluster…",
         "Settings",
         "Diagnostics",
+        "About kubetray",
         "Quit kubetray",
     ]
-    assert len(view.menu.actions()) <= 13  # with the separators; it was 23
+    assert len(view.menu.actions()) <= 14  # with the separators; it was 23
     sub = view.identity_menus["prod"]
     assert [a.text() for a in sub.actions() if a.text()] == [
         "prod.idp.invalid",
