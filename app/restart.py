@@ -270,6 +270,14 @@ def replace_process(fds: tuple[int, int] | None, since: float, memory: int | Non
         os._exit(1)
 
 
+def register_with_the_platform() -> None:
+    """Where an installer restarts programs itself (Windows), say that this one may be."""
+    if sys.platform == "win32":
+        from app.restart_windows import register_for_restart
+
+        register_for_restart()
+
+
 def wire(
     agent: "Agent",
     finish: Callable[[], None],
@@ -300,6 +308,7 @@ def wire(
             log.info("kubetray was removed: stopping once no login is in flight")
             lifecycle.stop_when_idle(agent.logins, stop)
 
+    register_with_the_platform()
     watch = Watch(Installation(), changed)
     service = agent.service
     service.on_request = watch.poke

@@ -249,18 +249,25 @@ class IPCServer:
 
     def drain(self, timeout: float) -> bool:
         """Stop accepting (callers wait in the socket's backlog) and wait until no connection
-        is open; False, serving again, if one still is after ``timeout`` seconds."""
+        is open; False, serving again, if one still is after ``timeout`` seconds.
+
+        A listener that cannot be woken (the Windows pipe) may still accept the one caller its
+        accept() is waiting for: that call is served before the process goes only if it
+        arrives before the connections being served have ended (not run here)."""
         wake = getattr(self.listener, "wake", None)
-        if wake is None:
-            return False  # a listener that cannot be woken cannot be handed over either
         deadline = time.monotonic() + timeout
         with self._lock:
             self._paused = True
-        wake()
+        if wake is not None:
+            wake()
+
+        def busy() -> bool:
+            return bool(self._open) or (wake is not None and not self._parked)
+
         with self._lock:
-            while (self._open or not self._parked) and time.monotonic() < deadline:
+            while busy() and time.monotonic() < deadline:
                 self._idle.wait(max(0.0, deadline - time.monotonic()))
-            if self._open or not self._parked:
+            if busy():
                 self._paused = False
                 self._idle.notify_all()
                 return False
