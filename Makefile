@@ -96,8 +96,12 @@ bench-idle: system-deps install ## print the app's idle RSS and CPU (bench/idle)
 bench-hardening: system-deps install ## the agent under abuse: RSS, waits, load (bench/hardening)
 	scripts/with-keyring $(BIN)/python bench/hardening.py
 
-screenshots: system-deps install $(NODE_DEPS) ## a person's session ten times on a real X desktop, then docs/screenshots
-	$(SUDO) apt-get install -y -qq --no-install-recommends xvfb trayer openbox dunst $(XCB_LIBS) >/dev/null
+# X11: openbox, trayer (XEmbed tray), dunst. Wayland: sway (headless), waybar (its tray is a
+# StatusNotifierItem host), mako, grim (screenshots), wl-clipboard (what the clipboard holds).
+DESKTOPS := xvfb trayer openbox dunst xdotool sway waybar mako-notifier grim wl-clipboard wtype
+
+screenshots: system-deps install $(NODE_DEPS) ## a person's session on X11 and on Wayland, then docs/screenshots
+	$(SUDO) apt-get install -y -qq --no-install-recommends $(DESKTOPS) $(XCB_LIBS) >/dev/null
 	scripts/with-keyring $(BIN)/python scripts/person_run.py
 	scripts/with-keyring $(BIN)/python scripts/screenshots.py
 

@@ -67,10 +67,14 @@ def cmd_app(args: argparse.Namespace) -> int:
         raise AppError(
             f"the desktop app cannot start: {e}", "use the headless agent: kubetray agent"
         ) from None
+    at_login = bool(getattr(args, "at_login", False))
     for _attempt in range(3):
         try:
-            return run(store=store)
+            return run(store=store, at_login=at_login)
         except AgentRunning:
+            if at_login:  # the session started it, nobody asked for a window
+                print("kubetray is already running")
+                return 0
             result = client.call("show")
             if result.get("exit") == 0:
                 print("kubetray is already running: brought it forward")
@@ -592,6 +596,12 @@ def build_parser() -> argparse.ArgumentParser:
         ["kubetray", "kubetray app --store memory"],
     )
     p.add_argument("--store", metavar="KIND", help=store_help)
+    p.add_argument(
+        "--at-login",
+        action="store_true",
+        help="started with the desktop session (what Start at login runs): wait a few seconds "
+        "for the panel's tray before the window stands in for it",
+    )
     p.set_defaults(func=cmd_app)
 
     p = add_command(

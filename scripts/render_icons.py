@@ -1,58 +1,179 @@
 """Write kubetray's icon SVG sources and render them to PNG with Qt (offscreen).
 
-Five tray states (ok, expiring, login, error, none: nothing set up yet), each for light and dark panels, the
-app icon, and a monochrome macOS template image. Run: .venv/bin/python scripts/render_icons.py
+Run: .venv/bin/python scripts/render_icons.py. It writes, under resources/icons:
+
+* ``kubetray-STATE.svg`` and ``kubetray-STATE-{22,32,64}.png``: the tray icon of each overall
+  state (ok, expiring, login, error, none: nothing set up yet) for panels that show the
+  pixels they are sent (XEmbed trays, Windows, a StatusNotifierItem host that cannot find the
+  icon by name). One set reads on any panel: the wheel is a mid grey and every badge colour
+  has at least 3:1 contrast (WCAG 2.1, non-text) with black *and* with white, so no guess of
+  the panel's colour is needed (tests/ui/test_icons.py measures it).
+* ``hicolor/scalable/status/kubetray-STATE-symbolic.svg``: one colour, for panels that recolour
+  a symbolic icon to their own text colour (GNOME Shell with the AppIndicator extension,
+  Plasma through the ColorScheme-Text class, GTK panels). Only fills: GTK recolours fills.
+  Its own colour is the same mid grey, for a panel that shows it as it is.
+* ``kubetray-STATE-template.png`` and ``@2x``: macOS template images (black and alpha; the
+  menu bar tints them for its light or dark look).
+* ``kubetray-app.svg`` and ``kubetray-app-*.png``: the program's own picture, no state.
+
+The state is shown by shape as well as colour, for people who do not tell the colours apart:
+a check (ok), a clock (expiring), an exclamation mark in a square (log in), a cross in a
+diamond (error), a dash (nothing set up). The geometry is built once with QPainterPath (strokes turned into
+outlines, the wheel cut around the badge) and written as SVG path data.
 """
 
+import math
 import os
 import sys
 from pathlib import Path
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-from PySide6.QtCore import QByteArray, Qt
-from PySide6.QtGui import QGuiApplication, QImage, QPainter
+from PySide6.QtCore import QByteArray, QPointF, Qt
+from PySide6.QtGui import QGuiApplication, QImage, QPainter, QPainterPath, QPainterPathStroker
 from PySide6.QtSvg import QSvgRenderer
 
 OUT = Path(__file__).resolve().parent.parent / "resources" / "icons"
-STATES = {  # badge colour, badge glyph (SVG path in a 10x10 box at the badge)
-    "ok": ("#2e9e4f", "M3 7.5 L5.5 10 L10.5 4.5"),
-    "expiring": ("#e0a100", "M7 3.5 V7.5 L9.5 9"),
-    "login": ("#2f6fd6", "M7 3 V8 M7 10 V10.5"),
-    "error": ("#d13b3b", "M4.5 4.5 L9.5 9.5 M9.5 4.5 L4.5 9.5"),
-    "none": ("#8a8a8a", "M4 7 H10"),  # nothing set up yet
+SYMBOLIC = OUT / "hicolor" / "scalable" / "status"
+STATES = ("ok", "expiring", "login", "error", "none")
+BADGE = {  # each has >= 3:1 contrast with black and with white, and white on it >= 3:1
+    "ok": "#2e8540",
+    "expiring": "#b86e00",
+    "login": "#2f6fd6",
+    "error": "#d13b3b",
+    "none": "#7a7a7a",
 }
-THEMES = {"light": "#2b2b2b", "dark": "#f2f2f2"}  # the panel they are read on: light or dark
+GREY = "#808080"
+"""The wheel (and the symbolic icon's own colour): 3.9:1 on white, 5.3:1 on black."""
 APP_COLOUR = "#326ce5"
 """The app icon (windows, notifications, the desktop entry, installers): the wheel alone, in
 Kubernetes blue, so a failure notice does not carry the "ready" check mark."""
+SIZE = 32
+CX, CY = 13.0, 13.0  # the wheel's centre
+BX, BY, BR = 24.0, 24.0, 7.5  # the badge's centre and radius
+GAP = 1.8  # room between the wheel and the badge
 
-WHEEL = (
-    # A seven-spoked wheel (Kubernetes' helm) drawn as strokes in a 32x32 box.
-    '<circle cx="14" cy="14" r="9" fill="none" stroke="{fg}" stroke-width="2.5"/>'
-    '<circle cx="14" cy="14" r="2.6" fill="{fg}"/>'
-    + "".join(
-        f'<line x1="14" y1="14" x2="{14 + 11.5 * __import__("math").sin(a * 2 * 3.14159 / 7):.2f}" '
-        f'y2="{14 - 11.5 * __import__("math").cos(a * 2 * 3.14159 / 7):.2f}" stroke="{{fg}}" '
-        'stroke-width="2" stroke-linecap="round"/>'
-        for a in range(7)
+
+def stroke(path: QPainterPath, width: float) -> QPainterPath:
+    stroker = QPainterPathStroker()
+    stroker.setWidth(width)
+    stroker.setCapStyle(Qt.PenCapStyle.RoundCap)
+    stroker.setJoinStyle(Qt.PenJoinStyle.RoundJoin)
+    return stroker.createStroke(path).simplified()
+
+
+def circle(x: float, y: float, r: float) -> QPainterPath:
+    path = QPainterPath()
+    path.addEllipse(QPointF(x, y), r, r)
+    return path
+
+
+def polyline(*points: tuple[float, float]) -> QPainterPath:
+    path = QPainterPath(QPointF(*points[0]))
+    for point in points[1:]:
+        path.lineTo(QPointF(*point))
+    return path
+
+
+def wheel(with_badge: bool) -> QPainterPath:
+    """A seven-spoked wheel (Kubernetes' helm), cut around the badge when there is one."""
+    shape = stroke(circle(CX, CY, 8.5), 2.4).united(circle(CX, CY, 2.6))
+    for i in range(7):
+        a = i * 2 * math.pi / 7
+        spoke = polyline((CX, CY), (CX + 11.2 * math.sin(a), CY - 11.2 * math.cos(a)))
+        shape = shape.united(stroke(spoke, 2.0))
+    if with_badge:
+        shape = shape.subtracted(circle(BX, BY, BR + GAP))
+    return shape.simplified()
+
+
+def container(state: str) -> QPainterPath:
+    """The badge's outline: a disc, a rounded square for a login that is needed, a diamond for
+    an error (silhouettes that differ where colours may not be told apart)."""
+    if state == "login":
+        path = QPainterPath()
+        r = BR - 0.4
+        path.addRoundedRect(BX - r, BY - r, 2 * r, 2 * r, 2.2, 2.2)
+        return path
+    if state == "error":
+        r = BR + 0.9
+        path = polyline((BX, BY - r), (BX + r, BY), (BX, BY + r), (BX - r, BY))
+        path.closeSubpath()
+        return path
+    return circle(BX, BY, BR)
+
+
+def glyph(state: str) -> QPainterPath:
+    """The state's mark inside the badge."""
+    if state == "ok":
+        return stroke(polyline((20.6, 24.3), (23.0, 26.7), (27.6, 21.6)), 2.3)
+    if state == "expiring":
+        return stroke(polyline((24.0, 20.0), (24.0, 24.4), (27.0, 26.2)), 2.1)
+    if state == "login":
+        return stroke(polyline((24.0, 20.0), (24.0, 24.6)), 2.4).united(circle(24.0, 27.8, 1.3))
+    if state == "error":
+        a, b = 21.6, 26.4
+        return stroke(polyline((a, a), (b, b)), 2.1).united(stroke(polyline((b, a), (a, b)), 2.1))
+    return stroke(polyline((20.8, 24.0), (27.2, 24.0)), 2.4)
+
+
+def svg_path(path: QPainterPath) -> str:
+    """``path`` as SVG path data (absolute commands)."""
+    out: list[str] = []
+    i = 0
+    while i < path.elementCount():
+        e = path.elementAt(i)
+        if e.isMoveTo():
+            out.append(f"M{e.x:.2f} {e.y:.2f}")
+        elif e.isLineTo():
+            out.append(f"L{e.x:.2f} {e.y:.2f}")
+        else:  # a curve: this element and the two data elements after it
+            c2, end = path.elementAt(i + 1), path.elementAt(i + 2)
+            out.append(f"C{e.x:.2f} {e.y:.2f} {c2.x:.2f} {c2.y:.2f} {end.x:.2f} {end.y:.2f}")
+            i += 2
+        i += 1
+    return "".join(out) + "Z"
+
+
+def rule(path: QPainterPath) -> str:
+    return "evenodd" if path.fillRule() == Qt.FillRule.OddEvenFill else "nonzero"
+
+
+def svg(body: str, size: int = SIZE) -> str:
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{size}" height="{size}" '
+        f'viewBox="0 0 {SIZE} {SIZE}">{body}</svg>\n'
     )
-)
 
 
-def svg(fg: str, badge: str | None, glyph: str | None) -> str:
-    body = WHEEL.format(fg=fg)
-    if badge and glyph:
-        body += (
-            f'<g transform="translate(18 18)"><circle cx="7" cy="7" r="7" fill="{badge}"/>'
-            f'<path d="{glyph}" fill="none" stroke="#ffffff" stroke-width="2" '
-            'stroke-linecap="round" stroke-linejoin="round"/></g>'
-        )
-    return f'<svg xmlns="http://www.w3.org/2000/svg" width="32" height="32" viewBox="0 0 32 32">{body}</svg>\n'
+def shape(path: QPainterPath, fill: str, extra: str = "") -> str:
+    return f'<path{extra} fill="{fill}" fill-rule="{rule(path)}" d="{svg_path(path)}"/>'
 
 
-def render(source: Path, size: int, target: Path) -> None:
-    renderer = QSvgRenderer(QByteArray(source.read_bytes()))
+def colour_svg(state: str) -> str:
+    return svg(
+        shape(wheel(True), GREY)
+        + shape(container(state), BADGE[state])
+        + shape(glyph(state), "#ffffff")
+    )
+
+
+def mono(state: str) -> QPainterPath:
+    """The whole icon in one colour: the wheel, and the badge with its mark cut out."""
+    return wheel(True).united(container(state).subtracted(glyph(state))).simplified()
+
+
+def symbolic_svg(state: str) -> str:
+    # Plasma swaps the stylesheet for its own colours; GTK and GNOME Shell replace every fill.
+    style = (
+        '<style id="current-color-scheme" type="text/css">'
+        f".ColorScheme-Text {{ color:{GREY}; }}</style>"
+    )
+    return svg(style + shape(mono(state), "currentColor", ' class="ColorScheme-Text"'), 16)
+
+
+def render(source: str, size: int, target: Path) -> None:
+    renderer = QSvgRenderer(QByteArray(source.encode()))
     image = QImage(size, size, QImage.Format.Format_ARGB32)
     image.fill(Qt.GlobalColor.transparent)
     painter = QPainter(image)
@@ -63,25 +184,25 @@ def render(source: Path, size: int, target: Path) -> None:
 
 def main() -> int:
     QGuiApplication(sys.argv)
-    OUT.mkdir(parents=True, exist_ok=True)
-    sources = []
-    for state, (badge, glyph) in STATES.items():
-        for theme, fg in THEMES.items():
-            path = OUT / f"kubetray-{state}-{theme}.svg"
-            path.write_text(svg(fg, badge, glyph))
-            sources.append(path)
-    app = OUT / "kubetray-app.svg"  # the program's own picture: no state badge
-    app.write_text(svg(APP_COLOUR, None, None))
-    sources.append(app)
-    template = OUT / "kubetray-template.svg"  # macOS colours template images itself
-    template.write_text(svg("#000000", None, None))
-    sources.append(template)
-    for path in sources:
+    SYMBOLIC.mkdir(parents=True, exist_ok=True)
+    for old in OUT.glob("kubetray-*"):  # what an earlier version wrote (light/dark sets)
+        old.unlink()
+    written = 0
+    for state in STATES:
+        source = colour_svg(state)
+        (OUT / f"kubetray-{state}.svg").write_text(source)
         for size in (22, 32, 64):
-            render(path, size, path.with_name(f"{path.stem}-{size}.png"))
-    render(template, 44, template.with_name("kubetray-template@2x.png"))
-    render(template, 22, template.with_name("kubetray-template.png"))
-    print(f"wrote {len(list(OUT.iterdir()))} files to {OUT}")
+            render(source, size, OUT / f"kubetray-{state}-{size}.png")
+        (SYMBOLIC / f"kubetray-{state}-symbolic.svg").write_text(symbolic_svg(state))
+        template = svg(shape(mono(state), "#000000"))
+        render(template, 22, OUT / f"kubetray-{state}-template.png")
+        render(template, 44, OUT / f"kubetray-{state}-template@2x.png")
+        written += 7
+    app = svg(shape(wheel(False), APP_COLOUR))
+    (OUT / "kubetray-app.svg").write_text(app)
+    for size in (22, 32, 64):
+        render(app, size, OUT / f"kubetray-app-{size}.png")
+    print(f"wrote {written + 4} files to {OUT}")
     return 0
 
 

@@ -25,13 +25,14 @@ OUT = ROOT / "docs" / "screenshots"
 sys.path.insert(0, str(ROOT))
 
 
-def start_display() -> list[subprocess.Popen[bytes]]:
-    display = ":97"
-    xvfb = subprocess.Popen(["Xvfb", display, "-screen", "0", "1100x700x24", "-nolisten", "tcp"])
-    os.environ["DISPLAY"] = display
-    os.environ.pop("QT_QPA_PLATFORM", None)
-    time.sleep(1.0)
-    tray = subprocess.Popen(
+WIDTH = 1100
+PANELS = {"dark": "0x000000", "light": "0xffffff"}
+"""trayer's tint for a black and a white panel (the icon must read on both)."""
+
+
+def start_tray(tint: str = "0x2b2b2b") -> subprocess.Popen[bytes]:
+    """trayer, a real XEmbed tray, along the top right edge, in the colour ``tint``."""
+    return subprocess.Popen(
         [
             "trayer",
             "--edge",
@@ -43,13 +44,24 @@ def start_display() -> list[subprocess.Popen[bytes]]:
             "--height",
             "28",
             "--tint",
-            "0x2b2b2b",
+            tint,
             "--transparent",
             "true",
             "--alpha",
             "0",
         ]
     )
+
+
+def start_display() -> list[subprocess.Popen[bytes]]:
+    display = ":97"
+    xvfb = subprocess.Popen(
+        ["Xvfb", display, "-screen", "0", f"{WIDTH}x700x24", "-nolisten", "tcp"]
+    )
+    os.environ["DISPLAY"] = display
+    os.environ.pop("QT_QPA_PLATFORM", None)
+    time.sleep(1.0)
+    tray = start_tray()
     time.sleep(1.0)
     procs = [tray, xvfb]
     # A window manager and a notification daemon, as on a person's desktop (when installed).
@@ -74,13 +86,14 @@ def main() -> int:
     )
     procs = start_display()
     try:
-        return shoot(work)
+        status = shoot(work, procs)
     finally:
         for p in procs:
             p.terminate()
+    return status or shoot_wayland()
 
 
-def shoot(work: Path) -> int:
+def shoot(work: Path, procs: list[subprocess.Popen[bytes]]) -> int:
     from datetime import UTC, datetime, timedelta
 
     import requests
@@ -210,10 +223,11 @@ def shoot(work: Path) -> int:
         )
         settle(1.0)
         screen = app.primaryScreen()
-        shot = screen.grabWindow(0, 1100 - 720, 0, 720, 330)
+        shot = screen.grabWindow(0, WIDTH - 720, 0, 720, 330)
         shot.save(str(OUT / "tray-menu.png"))
         view.identity_menus["team-dev"].hide()
         view.menu.hide()
+        shoot_panels(procs, settle)
         # The desktop's notification (dunst here) when the browser did not open.
         if view.desktop_notifications.available():
             controller.notify.emit(
@@ -258,6 +272,78 @@ def shoot(work: Path) -> int:
     parts.stop()
     print(f"wrote {sorted(p.name for p in OUT.iterdir())}")
     return 0
+
+
+# -- the icon on a dark and a light panel --------------------------------------------------------
+
+
+def shoot_panels(procs: list[subprocess.Popen[bytes]], settle: "Callable[[float], None]") -> None:
+    """The icon in trayer (XEmbed) on a black and on a white panel: trayer restarts in each
+    colour and Qt docks the icon in the new tray by itself."""
+    from PySide6.QtWidgets import QApplication
+
+    tray = next(p for p in procs if p.args[0] == "trayer")  # type: ignore[index]
+    for name, tint in PANELS.items():
+        tray.terminate()
+        tray.wait(5)
+        procs[procs.index(tray)] = tray = start_tray(tint)
+        settle(2.5)
+        screen = QApplication.primaryScreen()
+        screen.grabWindow(0, WIDTH - 120, 0, 120, 28).save(str(OUT / f"x11-{name}-panel.png"))
+
+
+def shoot_wayland() -> int:
+    """scripts/wayland_session.py as an unprivileged user (sway refuses root), when sway is
+    installed and we are root: the icon on waybar, dark and light, and mako's notification."""
+    import pwd
+    import shutil as sh
+
+    if not sh.which("sway") or os.geteuid() != 0:
+        print("wayland: skipped (needs sway, waybar, mako, grim, wtype and root to make a user)")
+        return 0
+    user = "kubetray-desktop"
+    try:
+        pwd.getpwnam(user)
+    except KeyError:
+        subprocess.run(["useradd", "-m", "-c", "kubetray screenshots", user], check=True)
+    entry = pwd.getpwnam(user)
+    runtime = Path(f"/run/user/{entry.pw_uid}")
+    runtime.mkdir(parents=True, exist_ok=True)
+    os.chown(runtime, entry.pw_uid, entry.pw_gid)
+    runtime.chmod(0o700)
+    out = Path(tempfile.mkdtemp(prefix="kt-wayland-shots-"))
+    os.chown(out, entry.pw_uid, entry.pw_gid)
+    env = [
+        f"HOME={entry.pw_dir}",
+        f"XDG_RUNTIME_DIR={runtime}",
+        "PATH=/usr/bin:/bin",
+        "LANG=C.UTF-8",
+    ]
+    done = subprocess.run(
+        [
+            "runuser",
+            "-u",
+            user,
+            "--",
+            "env",
+            "-i",
+            *env,
+            "dbus-run-session",
+            "--",
+            sys.executable,
+            str(ROOT / "scripts" / "wayland_session.py"),
+            str(out),
+        ],
+        cwd="/tmp",
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    print("\n".join(line for line in done.stdout.splitlines() if line.startswith("wayland:")))
+    for png in out.glob("*.png"):
+        sh.copy(png, OUT / png.name)
+    return done.returncode
 
 
 # -- the main window and its dialogs -----------------------------------------------------------

@@ -133,6 +133,17 @@ class Login:
         self._browser_failed("it could not be started")
         return False
 
+    def open_again(self, url: str) -> bool:
+        """Open ``url`` (the login page, or the device code's page) once more, with the browser
+        this login uses (the one the person chose): the person asked for it in the app."""
+        if not self._browser.available():
+            return False
+
+        def failed(why: str) -> None:  # waited for, so the process is reaped
+            log.info("login %s: the browser did not open the page again (%s)", self.name, why)
+
+        return self._browser.open(url, failed)
+
     def _browser_failed(self, why: str) -> None:
         if self.done.is_set():
             return

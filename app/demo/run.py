@@ -19,6 +19,8 @@ from exec_helper import paths
 
 IDP_PORT, API_PORT = 48080, 48443
 """Fixed when free, so the demo identity stays the same from one run to the next."""
+NAME = "kubetray-demo"
+"""The demo identity's name (its kubeconfig passes --name)."""
 
 
 def token_check(provider: DemoProvider) -> "object":
@@ -75,7 +77,7 @@ def write_kubeconfig(
                             "--oidc-extra-scope=email",
                             "--oidc-extra-scope=groups",
                             "--oidc-extra-scope=offline_access",
-                            "--name=kubetray-demo",  # whichever client calls first
+                            f"--name={NAME}",  # whichever client calls first
                             *grant,
                         ],
                         "interactiveMode": "IfAvailable",
@@ -123,6 +125,25 @@ def _running_agent() -> int | None:
     return pid if isinstance(pid, int) else -1
 
 
+def forget_last_demo_login(store: str | None) -> None:
+    """Each demo is a new provider: a new signing key, and no refresh token it issued before.
+    Tokens a previous demo left in the keyring would show as signed in and be refused by the
+    API server ("Unauthorized"), so the demo identity is logged out before the agent starts:
+    the tray says it needs a login, and kubectl's next call logs in again."""
+    from app import compose
+    from app.broker.logins import store_key
+
+    tokens = compose.token_store(store)
+    core = compose.core(tokens, compose.stored_credentials(tokens), paths.config_dir())
+    entry = core.logins.find(NAME)
+    if entry is None:
+        return
+    try:  # not a logout: the new provider knows none of these tokens, there is nothing to revoke
+        tokens.delete(store_key(entry.identity))
+    except AppError as e:  # no keyring to reach, say: the agent will say so itself
+        print(f"(could not forget the last demo's login: {e.message})", file=sys.stderr)
+
+
 def _kubetray_path() -> str:
     """How to run kubetray, so the hints the demo and the agent print work from any shell."""
     command = installation.app_command()
@@ -155,6 +176,7 @@ def run(headless: bool | None = None, store: str | None = None) -> int:
     api = DemoAPIServer(token_check(provider), API_PORT)  # type: ignore[arg-type]
     provider.start()
     api.start()
+    forget_last_demo_login(store)
     # No browser can open here (no display, or SSH): the login is a prompt in kubectl's terminal.
     terminal = not Browser(Settings.load().browser_command or None).available()
     write_kubeconfig(kubeconfig, provider, api, terminal=terminal)

@@ -7,9 +7,19 @@ import sys
 import threading
 
 from PySide6.QtCore import QObject, QTimer, Signal
-from PySide6.QtWidgets import QApplication
+from PySide6.QtWidgets import QApplication, QMenu
 
-from app import __version__, autostart, compose, frozen, installation, lifecycle, logs, restart
+from app import (
+    __version__,
+    atomic_file,
+    autostart,
+    compose,
+    frozen,
+    installation,
+    lifecycle,
+    logs,
+    restart,
+)
 from app.broker.broker import utcnow
 from app.settings import Settings
 from app.ui import icons
@@ -26,10 +36,34 @@ class _Bridge(QObject):
     probe = Signal()
 
 
-def run(tray: bool | None = None, store: str | None = None) -> int:
+AT_LOGIN_WAIT = 10.0
+"""Seconds the app started at login waits for the panel's tray before its window stands in
+(the autostarted app often starts before the panel)."""
+
+
+def install_symbolic_icons() -> None:
+    """Put the named one-colour icons where a panel looks the tray icon up by its name to
+    recolour it (Linux: the user's hicolor theme), written only when missing or different.
+    Where that fails the icon's pixels still show."""
+    if not sys.platform.startswith("linux"):
+        return
+    target = icons.user_icon_dir()
+    try:
+        target.mkdir(parents=True, exist_ok=True)  # a shared folder: not atomic_file's 0700
+        for state in icons.STATES:
+            source = icons.symbolic_file(state).read_bytes()
+            path = target / icons.symbolic_file(state).name
+            if not path.is_file() or path.read_bytes() != source:
+                atomic_file.write(str(path), source, 0o644)
+    except OSError as e:
+        log.info("cannot put the tray icons in %s (%s): panels show their pixels", target, e)
+
+
+def run(tray: bool | None = None, store: str | None = None, at_login: bool = False) -> int:
     """Run the app until Quit. AgentRunning propagates when another agent or app serves.
 
-    ``store`` overrides the secret-store setting (keyring, memory, auto).
+    ``store`` overrides the secret-store setting (keyring, memory, auto). ``at_login``: started
+    with the session (autostart), so a tray may still be on its way.
     """
     logs.to_stderr()
     frozen.pin()  # before anything else: nothing is imported from a replaced installation
@@ -41,10 +75,11 @@ def run(tray: bool | None = None, store: str | None = None) -> int:
     app.setDesktopFileName("kubetray")  # Wayland and the notification daemons find the entry
     app.setWindowIcon(icons.app_icon())
     app.setQuitOnLastWindowClosed(False)
+    install_symbolic_icons()
     settings = Settings.load()
     if settings.start_at_login:  # an entry an older kubetray wrote becomes this one's
         with contextlib.suppress(OSError):
-            autostart.refresh(installation.app_command())
+            autostart.refresh(installation.login_command())
     parts = compose.agent(
         default_browser=lambda: settings.browser_command, store_kind=store or settings.secret_store
     )
@@ -79,19 +114,27 @@ def run(tray: bool | None = None, store: str | None = None) -> int:
     controller = TrayController(parts.core, settings, utcnow)
     controller.store_notice = parts.store.notice
     parts.store.on_move.append(lambda: setattr(controller, "store_notice", None))
-    view = TrayApp(controller, tray=tray)
+    view = TrayApp(controller, tray=tray, wait_for_tray=AT_LOGIN_WAIT if at_login else 0.0)
 
     def look() -> None:  # a person's open window is never closed under them by a restart
-        stand_in = view.status_window
+        main = view.main_window
+        stand_in = main if main is not None and main.standalone else None  # the tray's place
         windows_open[0] = any(
-            w.isVisible() and w is not stand_in for w in QApplication.topLevelWidgets()
+            w.isVisible() and w is not stand_in and not isinstance(w, QMenu)
+            for w in QApplication.topLevelWidgets()
         )
 
     bridge.probe.connect(look)
     bridge.show.connect(view.bring_forward)
     bridge.quit.connect(app.quit)
     parts.service.on_show = bridge.show.emit
-    parts.service.facts["kind"] = "the tray app" if view.tray is not None else "the app window"
+
+    def say_kind(in_tray: bool) -> None:
+        parts.service.facts["kind"] = "the tray app" if in_tray else "the app window"
+        log.info("%s", "the icon is in the tray" if in_tray else "no tray: the window stands in")
+
+    say_kind(view.tray is not None)
+    view.tray_changed.connect(say_kind)
 
     def stop_request(when_idle: bool) -> None:
         if when_idle:

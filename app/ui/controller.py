@@ -371,6 +371,16 @@ class TrayController(QObject):
 
         threading.Thread(target=work, name=f"switch-{name}", daemon=True).start()
 
+    def open_login_page(self, name: str) -> bool:
+        """Open the login in flight's page (or the device code's page) with the browser the
+        person chose (Settings, KUBETRAY_BROWSER, or the identity's own), not xdg-open's.
+        False when there is no login in flight or the browser could not be started."""
+        login = self._in_flight(name)
+        link = self.login_link(name)
+        if login is None or not link:
+            return False
+        return login.open_again(link)
+
     def browser_problem(self, name: str) -> str | None:
         """Why the browser did not open for the login in flight, if it did not."""
         login = self._in_flight(name)

@@ -29,7 +29,7 @@ from app.model import Decision, Question
 from app.oidc.settings import Metadata
 from app.ui import icons
 from app.ui.controller import Added, LoginFacts, TrayController
-from app.ui.text import capability_words, kubectl_line
+from app.ui.text import breakable, capability_words, kubectl_line
 
 
 def ask(parent: QWidget | None, name: str, text: str, secret: bool) -> str | None:
@@ -76,10 +76,10 @@ class LoginDialog(QDialog):
         super().__init__(parent)
         self.setWindowTitle(f"kubetray: log in to {facts.name}")
         self.setWindowIcon(icons.state_icon(icons.LOGIN))
-        at = f" at <b>{html.escape(facts.provider)}</b>" if facts.provider else ""
+        at = f" at <b>{html.escape(breakable(facts.provider))}</b>" if facts.provider else ""
         self.intro = QLabel(
-            f"Log in to <b>{html.escape(facts.name)}</b>{at}.<br>"
-            f"Asked by {html.escape(facts.asked_by)}."
+            f"Log in to <b>{html.escape(breakable(facts.name))}</b>{at}.<br>"
+            f"Asked by {html.escape(breakable(facts.asked_by))}."
         )
         self.intro.setWordWrap(True)
         form = QFormLayout()
@@ -128,10 +128,14 @@ class ConsentDialog(QDialog):
         self._controller = controller
         self.question = question
         text = QLabel(
-            f"<b>{html.escape(question.host)}</b> wants a token"
-            + (f" for <b>{html.escape(question.cluster)}</b>" if question.cluster else "")
-            + f" as <b>{html.escape(question.identity)}</b>.<br>kubectl there is waiting, "
-            "through your SSH session's forward."
+            f"<b>{html.escape(breakable(question.host))}</b> wants a token"
+            + (
+                f" for <b>{html.escape(breakable(question.cluster))}</b>"
+                if question.cluster
+                else ""
+            )
+            + f" as <b>{html.escape(breakable(question.identity))}</b>.<br>kubectl there is "
+            "waiting, through your SSH session's forward."
         )
         text.setWordWrap(True)
         buttons = QDialogButtonBox()
@@ -356,10 +360,10 @@ def _wrapped(text: str) -> QLabel:
 
 
 def _error_html(error: AppError) -> str:
-    """An error as the dialogs show it: the sentence, then what to do."""
-    text = f"<b>{html.escape(error.message, quote=False)}</b>"
+    """An error as the dialogs show it: the sentence, then what to do (long words break)."""
+    text = f"<b>{html.escape(breakable(error.message), quote=False)}</b>"
     if error.hint:
-        text += f"<br>{html.escape(error.hint, quote=False)}"
+        text += f"<br>{html.escape(breakable(error.hint), quote=False)}"
     return text
 
 
@@ -466,5 +470,6 @@ class SettingsDialog(QDialog):
         s.refresh_margin_seconds = self.margin.value()
         s.save()
         self._controller.apply_settings()
-        autostart.set_enabled(s.start_at_login, installation.app_command())
+        # --at-login: the session starts it, often before the panel: it waits for the tray.
+        autostart.set_enabled(s.start_at_login, installation.login_command())
         self.accept()

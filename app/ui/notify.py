@@ -1,13 +1,17 @@
 """Notifications through the desktop's own service (org.freedesktop.Notifications on D-Bus), so
 they have the desktop's look, history, do-not-disturb and actions such as *Log in*.
 
+They follow the state: at most one per identity on screen (a newer one about it replaces the
+last, ``replaces_id``), withdrawn (CloseNotification) when what it asked for is done or moot,
+and all of ours withdrawn when the app quits, so no button outlives the program that answers
+it. Each has a ``default`` action: a click on the notification itself.
+
 Where there is no such service (Windows, macOS, a bare X session) ``notify`` returns False and
 the tray shows Qt's message instead: on Windows 10 and 11 that is the system's own toast
 (Shell_NotifyIcon, kept in the Action Center), on macOS Qt posts it to Notification Center;
-only a bare X session gets a drawn balloon. Actions (*Log in*) exist on Linux only; a click on
-the message elsewhere starts the login it names. D-Bus goes through jeepney (pure Python,
-already there for the Secret Service); the action signals are read on a thread and handed to
-Qt as a signal.
+only a bare X session gets a drawn balloon. D-Bus goes through jeepney (pure Python, already
+there for the Secret Service); ActionInvoked and NotificationClosed are read on a thread and
+handed to Qt as a signal.
 """
 
 import logging
@@ -24,30 +28,37 @@ log = logging.getLogger(__name__)
 SERVICE = "org.freedesktop.Notifications"
 PATH = "/org/freedesktop/Notifications"
 CALL_TIMEOUT = 2.0
+DEFAULT = "default"
+"""The action key of a click on the notification itself (Desktop Notifications spec)."""
 
 
 class DesktopNotifications(QObject):
     """The desktop's notification service, when the session has one."""
 
     action = Signal(str, str)  # the name given to notify(), the action's key
+    _closed = Signal(int)  # a notification the service closed (expired, dismissed, ours)
 
     def __init__(self) -> None:
         super().__init__()
         self._conn: Any = None
+        self._router: Any = None
         self._names: dict[int, str] = {}
         self._last: dict[str, int] = {}
         self._stop = threading.Event()
         self._listener: threading.Thread | None = None
+        self._closed.connect(self._forget)
         if not sys.platform.startswith("linux"):
             return
         try:
-            from jeepney.io.blocking import open_dbus_connection
+            from jeepney.io.threading import DBusRouter, open_dbus_connection
 
             self._conn = open_dbus_connection("SESSION")
+            self._router = DBusRouter(self._conn)
         except KeyError:  # jeepney's way of saying DBUS_SESSION_BUS_ADDRESS is not set
             log.info(
                 "no D-Bus session (DBUS_SESSION_BUS_ADDRESS is not set): notifications are Qt's own"
             )
+            return
         except Exception as e:  # a session bus that does not answer: the balloon will do
             log.info("the D-Bus session did not answer (%s): notifications are Qt's own", e)
             return
@@ -56,81 +67,120 @@ class DesktopNotifications(QObject):
 
     def available(self) -> bool:
         """Whether a notification service runs in this session now."""
-        if self._conn is None:
+        if self._router is None:
             return False
         from jeepney import message_bus
-        from jeepney.io.blocking import Proxy
+        from jeepney.io.threading import Proxy
 
         try:
-            owned = Proxy(message_bus, self._conn, timeout=CALL_TIMEOUT).NameHasOwner(SERVICE)
+            owned = Proxy(message_bus, self._router, timeout=CALL_TIMEOUT).NameHasOwner(SERVICE)
         except Exception:
             return False
         return bool(owned[0])
 
+    def showing(self, name: str) -> bool:
+        """Whether a notification about ``name`` is on screen (as far as the service said)."""
+        return name in self._last
+
     def notify(
         self, name: str, title: str, text: str, actions: tuple[tuple[str, str], ...] = ()
     ) -> bool:
-        """Show a notification; ``actions`` are (key, label). False when there is no service."""
+        """Show a notification about ``name``, replacing the last one about it; ``actions`` are
+        (key, label), ``DEFAULT`` for a click on the notification. False when there is no
+        service."""
         if not self.available():
             return False
-        from jeepney import DBusAddress, new_method_call
-
         flat = [part for key, label in actions for part in (key, label)]
         icon = icons.app_icon_file().as_uri()
         hints: dict[str, tuple[str, Any]] = {
             "desktop-entry": ("s", "kubetray"),
             "image-path": ("s", icon),
         }
-        # One notification per identity on screen: a newer one about it replaces the last.
         replaces = self._last.get(name, 0)
-        message = new_method_call(
-            DBusAddress(PATH, bus_name=SERVICE, interface=SERVICE),
+        reply = self._call(
             "Notify",
             "susssasa{sv}i",
             ("kubetray", replaces, icon, title, text, flat, hints, -1),
         )
-        try:
-            reply = self._conn.send_and_get_reply(message, timeout=CALL_TIMEOUT)
-            (ident,) = reply.body
-        except Exception as e:
-            log.info("the notification service did not take the notification: %s", e)
+        if reply is None:
             return False
+        (ident,) = reply
         self._names[int(ident)] = name
         self._last[name] = int(ident)
         return True
 
-    def _listen(self) -> None:
-        """Read ActionInvoked on a connection of its own (the main one answers calls)."""
-        from jeepney import HeaderFields, MatchRule, message_bus
-        from jeepney.io.blocking import Proxy, open_dbus_connection
+    def withdraw(self, name: str) -> None:
+        """Take the notification about ``name`` off the screen (its question is answered)."""
+        ident = self._last.pop(name, None)
+        if ident is None:
+            return
+        self._names.pop(ident, None)
+        self._call("CloseNotification", "u", (ident,))
 
+    def _call(self, method: str, signature: str, body: tuple[Any, ...]) -> tuple[Any, ...] | None:
+        from jeepney import DBusAddress, new_method_call
+
+        if self._router is None:
+            return None
+        message = new_method_call(
+            DBusAddress(PATH, bus_name=SERVICE, interface=SERVICE), method, signature, body
+        )
         try:
-            conn = open_dbus_connection("SESSION")
-            rule = MatchRule(type="signal", interface=SERVICE, member="ActionInvoked")
-            Proxy(message_bus, conn, timeout=CALL_TIMEOUT).AddMatch(rule)
+            reply = self._router.send_and_get_reply(message, timeout=CALL_TIMEOUT)
+            if reply.header.message_type.name == "error":
+                raise RuntimeError(reply.body[0] if reply.body else "an error")
+            return tuple(reply.body)
+        except Exception as e:
+            log.info("the notification service did not answer %s: %s", method, e)
+            return None
+
+    def _forget(self, ident: int) -> None:
+        name = self._names.pop(ident, None)
+        if name is not None and self._last.get(name) == ident:
+            del self._last[name]
+
+    def _listen(self) -> None:
+        """Read ActionInvoked and NotificationClosed. On the connection that sent Notify: some
+        services (dunst, GNOME Shell) send them to the notification's sender only."""
+        import queue
+
+        from jeepney import HeaderFields, MatchRule, message_bus
+        from jeepney.io.threading import Proxy
+
+        signals: queue.Queue[Any] = queue.Queue()
+        try:
+            bus = Proxy(message_bus, self._router, timeout=CALL_TIMEOUT)
+            for member in ("ActionInvoked", "NotificationClosed"):
+                rule = MatchRule(type="signal", interface=SERVICE, member=member)
+                bus.AddMatch(rule)  # the services that send them to everyone
+                self._router.filter(rule, queue=signals)
         except Exception as e:
             log.info("cannot listen for notification actions: %s", e)
             return
-        with conn:
-            while not self._stop.is_set():
-                try:
-                    message = conn.receive(timeout=0.5)
-                except TimeoutError:
-                    continue
-                except Exception:
-                    return
-                fields = message.header.fields
-                if fields.get(HeaderFields.member) != "ActionInvoked":
-                    continue
+        while not self._stop.is_set():
+            try:
+                message = signals.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            member = message.header.fields.get(HeaderFields.member)
+            if member == "NotificationClosed":
+                self._closed.emit(int(message.body[0]))
+            elif member == "ActionInvoked":
                 ident, key = message.body
                 name = self._names.get(int(ident))
                 if name is not None:
                     self.action.emit(name, str(key))
 
     def close(self) -> None:
+        """Withdraw every notification of ours (the app is quitting), then let go of the bus."""
+        for name in list(self._last):
+            self.withdraw(name)
         self._stop.set()
         if self._listener is not None:
             self._listener.join(2)
+        if self._router is not None:
+            self._router.close()
+            self._router = None
         if self._conn is not None:
             self._conn.close()
             self._conn = None

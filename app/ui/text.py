@@ -75,6 +75,38 @@ def call_details(rec: CallRecord) -> list[tuple[str, str]]:
     return rows
 
 
+def elide(text: str, limit: int) -> str:
+    """``text`` in at most ``limit`` characters, the middle left out ("https://idp…xyz")."""
+    if len(text) <= limit:
+        return text
+    head = (limit - 1) // 2
+    return text[:head] + "…" + text[len(text) - (limit - 1 - head) :]
+
+
+LONG_WORD = 40
+"""Characters after which a word (a URL, a token in an error) may break across lines."""
+
+
+def breakable(text: str) -> str:
+    """``text`` with a zero-width space inside every word longer than LONG_WORD characters
+    (after a ``/``, ``&``, ``?`` or ``=``, else every LONG_WORD characters), so that a wrapping
+    label breaks it instead of growing as wide as the word (a window wider than the screen)."""
+    out = []
+    for word in text.split(" "):
+        if len(word) <= LONG_WORD:
+            out.append(word)
+            continue
+        pieces, run = [], 0
+        for ch in word:
+            pieces.append(ch)
+            run += 1
+            if run >= LONG_WORD or (ch in "/&?=" and run >= 8):
+                pieces.append("\u200b")
+                run = 0
+        out.append("".join(pieces))
+    return " ".join(out)
+
+
 def plural(count: int, one: str, many: str | None = None) -> str:
     """ "1 identity", "2 identities", "0 contexts"."""
     return f"{count} {one if count == 1 else (many or one + 's')}"

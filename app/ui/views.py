@@ -1,4 +1,4 @@
-"""Windows: the device code, diagnostics, and the status window used when there is no tray."""
+"""Windows: the device code, a login's link, and diagnostics."""
 
 from datetime import datetime
 from html import escape
@@ -14,9 +14,11 @@ from PySide6.QtGui import (
     QResizeEvent,
 )
 from PySide6.QtWidgets import (
+    QDialog,
     QHBoxLayout,
     QHeaderView,
     QLabel,
+    QLineEdit,
     QPushButton,
     QSplitter,
     QTableWidget,
@@ -26,21 +28,35 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.model import CallRecord, IdentityStatus
+from app.model import CallRecord
 from app.ui.controller import TrayController
-from app.ui.text import call_details, caller_chain, state_words, time_left, who
+from app.ui.text import (
+    about_text,
+    breakable,
+    call_details,
+    caller_chain,
+    elide,
+    state_words,
+    time_left,
+)
 from exec_helper import version
 
 SCREEN_SHARE = 0.8
 """The most of the screen a window opens on: room is left for the panel and other windows."""
 
 
+QR_SIDE = 320
+"""The most pixels a QR code takes on a side (a long link makes many modules)."""
+
+
 def qr_pixmap(text: str, scale: int = 6) -> QPixmap:
-    """A QR code for ``text`` (segno's matrix, drawn module by module)."""
+    """A QR code for ``text`` (segno's matrix, drawn module by module), at most about QR_SIDE
+    pixels wide, never less than two pixels a module (what a phone's camera still reads)."""
     import segno  # only when a device code is shown
 
     matrix = segno.make(text, error="m", micro=False).matrix
     size = len(matrix) + 8  # quiet zone of four modules
+    scale = max(2, min(scale, QR_SIDE // size))
     image = QImage(size, size, QImage.Format.Format_RGB32)
     image.fill(QColor("white"))
     for y, row in enumerate(matrix):
@@ -88,10 +104,16 @@ class DeviceCodeWindow(QWidget):
         self.setWindowTitle(f"kubetray: log in to {name}")
         self.code = code
         layout = QVBoxLayout(self)
-        layout.addWidget(QLabel(f"To log in to <b>{name}</b>, open this page on any device:"))
-        link = QLabel(f'<a href="{uri}">{uri}</a>')
-        link.setOpenExternalLinks(True)
+        intro = QLabel(
+            f"To log in to <b>{escape(breakable(name))}</b>, open this page on any device:"
+        )
+        intro.setWordWrap(True)
+        layout.addWidget(intro)
+        link = QLabel(f'<a href="{escape(uri)}">{escape(elide(uri, 64))}</a>')
+        link.setToolTip(uri)
         link.setTextInteractionFlags(Qt.TextInteractionFlag.TextBrowserInteraction)
+        # Through the browser the person chose, like every other "open" of kubetray's.
+        link.linkActivated.connect(lambda _u: controller.open_login_page(name))
         layout.addWidget(link)
         layout.addWidget(QLabel("and enter the code:"))
         self.code_label = QLabel(code)
@@ -122,36 +144,52 @@ class DeviceCodeWindow(QWidget):
         self.copy_button.setText("Copied")
 
 
-class StatusWindow(QWidget):
-    """Shown instead of the tray where there is none (GNOME without AppIndicator, offscreen)."""
+class LinkWindow(QDialog):
+    """A login's link in a small window of ours: Copy works here on Wayland too (a compositor
+    gives the clipboard only to a focused window with recent input, never to a tray menu or a
+    notification), and the whole address can be read and selected."""
 
-    def __init__(self, controller: TrayController) -> None:
+    def __init__(self, controller: TrayController, name: str, link: str) -> None:
         super().__init__()
-        self.setWindowTitle("kubetray")
+        self.setWindowTitle(f"kubetray: the login link for {name}")
         self._controller = controller
+        self._name = name
         layout = QVBoxLayout(self)
-        self.notice = QLabel("")
-        self.notice.setWordWrap(True)
-        self.table = QTableWidget(0, 4)
-        self.table.setHorizontalHeaderLabels(["Identity", "Who", "State", "Time left"])
-        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
-        self.table.verticalHeader().setVisible(False)
-        self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
-        layout.addWidget(QLabel("<b>kubetray</b>: no system tray here, so this window stands in."))
-        layout.addWidget(self.table)
-        layout.addWidget(self.notice)
-        self.resize(620, 260)
+        intro = QLabel(
+            f"To log in to <b>{escape(breakable(name))}</b>, open this address in a browser:"
+        )
+        intro.setWordWrap(True)
+        layout.addWidget(intro)
+        self.link = QLineEdit(link)
+        self.link.setReadOnly(True)
+        self.link.setCursorPosition(0)
+        self.link.setToolTip(link)
+        layout.addWidget(self.link)
+        buttons = QHBoxLayout()
+        self.copy_button = QPushButton("Copy link")
+        self.copy_button.setDefault(True)  # Return copies (a dialog's default button)
+        self.copy_button.clicked.connect(self.copy)
+        self.open_button = QPushButton("Open login page")
+        self.open_button.clicked.connect(self.open)
+        buttons.addWidget(self.copy_button)
+        buttons.addWidget(self.open_button)
+        buttons.addStretch(1)
+        layout.addLayout(buttons)
+        self.said = QLabel("")
+        layout.addWidget(self.said)
+        layout.addStretch(1)  # a tiling window manager makes it tall: the rest stays on top
+        self.resize(520, self.sizeHint().height())
+        self.copy_button.setFocus()
 
-    def update_status(self, identities: list[IdentityStatus], now: datetime) -> None:
-        self.table.setRowCount(len(identities))
-        for row, ident in enumerate(identities):
-            for col, text in enumerate(
-                [ident.name, who(ident), str(ident.state), time_left(ident.expires, now)]
-            ):
-                self.table.setItem(row, col, QTableWidgetItem(text))
+    def copy(self) -> None:
+        QGuiApplication.clipboard().setText(self.link.text())
+        self.said.setText("Copied: paste it into any browser.")
 
-    def show_notice(self, title: str, text: str) -> None:
-        self.notice.setText(f"<b>{title}</b><br>{text}")
+    def open(self) -> None:
+        if self._controller.open_login_page(self._name):
+            self.said.setText("Opened in your browser.")
+        else:
+            self.said.setText("The browser did not start: copy the link instead.")
 
 
 class DiagnosticsWindow(QWidget):
@@ -171,6 +209,7 @@ class DiagnosticsWindow(QWidget):
         self.figures = QLabel()
         self.figures.setTextFormat(Qt.TextFormat.RichText)
         self.figures.setWordWrap(True)  # a long line must not widen the window
+        self.figures.setToolTip(about_text())  # which kubetray, which build, from where
         layout.addWidget(self.figures)
         self.table = QTableWidget(0, len(self.COLUMNS))
         self.table.setHorizontalHeaderLabels(list(self.COLUMNS))
@@ -208,7 +247,7 @@ class DiagnosticsWindow(QWidget):
         now = c.clock()
         calls = c.calls(200)
         ok, failed = c.counts()
-        lines = [f"Calls: {ok} ok, {failed} failed"]
+        lines = [escape(f"kubetray {version.describe()}"), f"Calls: {ok} ok, {failed} failed"]
         for ident in c.identities():
             left = time_left(ident.expires, now) or "no expiry"
             line = f"<b>{ident.name}</b>: {state_words(ident.state)}, {left}"

@@ -1,17 +1,21 @@
 """The main window: every kubeconfig context, grouped by the identity that signs it in.
 
 Opened by a left-click on the tray icon, *Open kubetray* in the menu, or a second `kubetray`.
-It shows what the controller reports and forwards clicks, like the menu.
+Where there is no tray it *is* the app (``standalone``): every action of the menu is here,
+Quit too, and closing it asks whether to keep kubetray running (minimized, in the taskbar or
+dock) or to quit. It shows what the controller reports and forwards clicks, like the menu.
+It fits a 1280x720 screen whatever it shows: long links are elided and long words break.
 """
 
 import html
 from collections.abc import Callable
 from datetime import datetime
 
-from PySide6.QtCore import Qt, QUrl
-from PySide6.QtGui import QDesktopServices, QGuiApplication
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QCloseEvent, QGuiApplication
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QApplication,
     QHBoxLayout,
     QHeaderView,
     QLabel,
@@ -28,12 +32,14 @@ from app.model import OIDC, ContextUse, IdentityStatus, State
 from app.ui import icons
 from app.ui.controller import TrayController
 from app.ui.dialogs import AddClusterDialog, SettingsDialog
-from app.ui.text import kubectl_line, plural, state_line, time_left, who
+from app.ui.text import breakable, elide, kubectl_line, plural, state_line, time_left, who
 from app.ui.views import bring_to_front
 
 OTHER = "Other contexts"
 KEY = Qt.ItemDataRole.UserRole
 """An item's key: ("identity", name) or ("context", context name, identity name or "")."""
+LINK_TEXT = 64
+"""Characters of a login link shown in the window (all of it behind the link and its tip)."""
 
 
 class MainWindow(QWidget):
@@ -49,6 +55,14 @@ class MainWindow(QWidget):
         self._controller = controller
         self._signature: object = None
         self._identities: dict[str, IdentityStatus] = {}
+        self.standalone = False
+        """No tray: this window is the app (closing it asks)."""
+        self.stood_in_at: float | None = None
+        """When it came up by itself for a missing tray (time.monotonic), None when the person
+        opened it."""
+        self.open_login_page_of: Callable[[str], object] = controller.open_login_page
+        """Opens a login's page in the chosen browser (the tray app gives its own, which shows
+        the link when no browser starts)."""
         layout = QVBoxLayout(self)
         self.summary = QLabel()
         layout.addWidget(self.summary)
@@ -70,8 +84,8 @@ class MainWindow(QWidget):
         self.detail = QLabel("")
         self.detail.setWordWrap(True)
         self.detail.setTextFormat(Qt.TextFormat.RichText)
-        self.detail.setOpenExternalLinks(True)
         self.detail.setTextInteractionFlags(Qt.TextInteractionFlag.TextBrowserInteraction)
+        self.detail.linkActivated.connect(lambda _url: self.open_login_page())
         layout.addWidget(self.detail)
         row = QHBoxLayout()
         self.login_button = QPushButton("Log in")
@@ -116,11 +130,28 @@ class MainWindow(QWidget):
             "Log out and forget this identity in kubetray (its kubeconfig entries stay)"
         )
         self.remove_button.clicked.connect(self.remove)
-        for button in (self.add_button, self.settings_button, self.diagnostics_button):
+        self.all_button = QPushButton("Log in to all")
+        self.all_button.setToolTip("Log in to every identity that is signed out")
+        self.all_button.clicked.connect(controller.log_in_to_all)
+        self.quit_button = QPushButton("Quit kubetray")
+        self.quit_button.setToolTip(
+            "kubectl then starts the headless agent when it needs a login (no window, no icon)"
+        )
+        self.quit_button.clicked.connect(self._quit)
+        for button in (
+            self.all_button,
+            self.add_button,
+            self.settings_button,
+            self.diagnostics_button,
+        ):
             row2.addWidget(button)
         row2.addStretch(1)
         row2.addWidget(self.remove_button)
+        row2.addWidget(self.quit_button)
         layout.addLayout(row2)
+        self.store_notice = QLabel("")
+        self.store_notice.setWordWrap(True)
+        layout.addWidget(self.store_notice)
         self.notice = QLabel("")
         self.notice.setWordWrap(True)
         self.notice.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -172,6 +203,12 @@ class MainWindow(QWidget):
             "kubeconfig that uses kubetray."
         )
         self.search.setVisible(len(identities) + n >= self.SEARCH_FROM)
+        self.all_button.setVisible(len(self._controller.logins.stale(now)) > 1)
+        notice = self._controller.store_notice
+        self.store_notice.setText(
+            f"<i>{html.escape(notice[:1].upper() + notice[1:])}</i>" if notice else ""
+        )
+        self.store_notice.setVisible(bool(notice))
         self._update_buttons()
 
     def _rebuild(
@@ -358,10 +395,11 @@ class MainWindow(QWidget):
             else:
                 text = f"{name}: logging in… (Cancel login stops it)"
             if link:
-                text += f': <a href="{html.escape(link)}">{html.escape(link)}</a>'
+                shown = html.escape(elide(link, LINK_TEXT))
+                text += f': <a href="{html.escape(link)}" title="{html.escape(link)}">{shown}</a>'
             return text
         reason = ident.error or ident.note
-        prefix = f"{name}: {html.escape(reason)}<br>" if reason else ""
+        prefix = f"{name}: {html.escape(breakable(reason))}<br>" if reason else ""
         if ident.state in (State.READY, State.EXPIRING):
             return prefix + f"{name} is signed in. kubectl uses it without asking."
         return prefix + f"{name} is signed out: click <b>Log in</b> (or kubectl logs you in)."
@@ -391,10 +429,10 @@ class MainWindow(QWidget):
             self._controller.log_in(ident.name, again=again)
 
     def open_login_page(self) -> None:
+        """The selected login's page, in the browser the person chose."""
         ident = self._identity_of(self._selected())
-        link = self._controller.login_link(ident.name) if ident is not None else None
-        if link:
-            QDesktopServices.openUrl(QUrl(link))
+        if ident is not None and self._controller.login_link(ident.name):
+            self.open_login_page_of(ident.name)
 
     def copy_login_link(self) -> None:
         ident = self._identity_of(self._selected())
@@ -461,21 +499,27 @@ class MainWindow(QWidget):
         details: str,
         action: tuple[str, QMessageBox.ButtonRole],
         cancel_first: bool = False,
-    ) -> bool:
-        """A question with one action and Cancel (kept in ``question`` for tests); True when
-        the action was chosen. ``cancel_first``: Cancel is the default (a destructive act)."""
+        other: tuple[str, QMessageBox.ButtonRole] | None = None,
+    ) -> bool | None:
+        """A question with one action (and ``other``, if given) and Cancel (kept in
+        ``question`` for tests): True when the action was chosen, None for ``other``, False
+        for Cancel. ``cancel_first``: Cancel is the default (a destructive act)."""
         box = QMessageBox(self)
         box.setIcon(icon)
         box.setWindowTitle(title)
         box.setText(text)
         box.setInformativeText(details)
         chosen = box.addButton(*action)
+        second = box.addButton(*other) if other is not None else None
         box.addButton(QMessageBox.StandardButton.Cancel)
         if cancel_first:
             box.setDefaultButton(QMessageBox.StandardButton.Cancel)
         self.question = box
         box.exec()
-        return box.clickedButton() is chosen
+        clicked = box.clickedButton()
+        if second is not None and clicked is second:
+            return None
+        return clicked is chosen
 
     def add_cluster(self) -> None:
         if self.add_dialog is None or not self.add_dialog.isVisible():
@@ -493,4 +537,43 @@ class MainWindow(QWidget):
             return
         line = kubectl_line(context)
         QGuiApplication.clipboard().setText(line)
-        self.notice.setText(f"Copied: <code>{html.escape(line)}</code>")
+        self.notice.setText(f"Copied: <code>{html.escape(breakable(line))}</code>")
+
+    def _quit(self) -> None:
+        QApplication.quit()  # looked up when clicked (tests replace it)
+
+    def show_notice(self, title: str, text: str) -> None:
+        """A notification, where the desktop has no service to show it (and no tray)."""
+        self.notice.setText(f"<b>{html.escape(title)}</b><br>{html.escape(breakable(text))}")
+
+    def set_standalone(self, standalone: bool) -> None:
+        """No tray (True): this window is the app, and closing it asks first."""
+        self.standalone = standalone
+        self.setWindowTitle("kubetray" if not standalone else "kubetray (no system tray here)")
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        # Spontaneous: the person closed it (the window manager asked). Quit and the end of the
+        # app close it too (Qt 6's quit() closes every window first): those just close.
+        if not (self.standalone and event.spontaneous()):
+            super().closeEvent(event)  # with a tray the icon stays: the window comes back
+            return
+        event.ignore()
+        self.ask_close()
+
+    def ask_close(self) -> None:
+        """No tray and the person closes the window: keep kubetray running (minimized, where
+        the taskbar or dock shows it) or quit."""
+        keep = self._ask(
+            QMessageBox.Icon.Question,
+            "kubetray: keep running?",
+            "There is no system tray here: this window is kubetray.",
+            "kubectl's logins need kubetray running. Keep it running minimized (in the "
+            "taskbar or dock; running kubetray again also brings this window back), or quit: "
+            "kubectl then starts the headless agent, which asks for logins in its terminal.",
+            ("Keep running", QMessageBox.ButtonRole.AcceptRole),
+            other=("Quit kubetray", QMessageBox.ButtonRole.DestructiveRole),
+        )
+        if keep is True:
+            self.showMinimized()
+        elif keep is None:
+            QApplication.quit()

@@ -116,6 +116,8 @@ def main() -> int:
 def _actions(menu: QMenu) -> list:  # type: ignore[type-arg]
     out = []
     for action in menu.actions():
+        if not action.isVisible():  # what a person sees: a row hides what its state lacks
+            continue
         out.append(action)
         sub = action.menu()
         if isinstance(sub, QMenu):

@@ -45,6 +45,7 @@ class NotificationServer:
 
     def __init__(self) -> None:
         self.received: list[tuple[Any, ...]] = []
+        self.closed: list[int] = []
         self.conn = open_dbus_connection("SESSION")
         reply = Proxy(message_bus, self.conn).RequestName(SERVICE, 4)  # DO_NOT_QUEUE
         assert reply == (1,), "another notification service owns the name"
@@ -63,7 +64,11 @@ class NotificationServer:
             member = msg.header.fields.get(HeaderFields.member)
             if member == "Notify":
                 self.received.append(tuple(msg.body))
-                self.conn.send(new_method_return(msg, "u", (len(self.received),)))
+                replaces = msg.body[1]
+                self.conn.send(new_method_return(msg, "u", (replaces or len(self.received),)))
+            elif member == "CloseNotification":
+                self.closed.append(msg.body[0])
+                self.conn.send(new_method_return(msg))
             elif member == "GetCapabilities":
                 self.conn.send(new_method_return(msg, "as", (["actions", "body"],)))
 
@@ -110,7 +115,7 @@ def test_the_desktop_service_gets_it_and_log_in_starts_a_login(
         assert appname == "kubetray"
         assert summary == f"kubectl needs you to log in to {identity.name}"
         assert body == "kubectl asked for a token"
-        assert actions == ["login", "Log in"]
+        assert actions == ["default", "Log in", "login", "Log in"]  # a click on it: Log in
         with qtbot.wait_signal(app.controller.device_code, timeout=15000):
             server.invoke(1, "login")  # the person clicks *Log in* in the desktop's notification
         assert identity.name in app.device_windows
@@ -160,7 +165,8 @@ def test_a_login_kubectl_starts_is_told_once_with_how(
         _app, _replaces, icon, summary, body, actions, hints, _t = server.received[0]
         assert summary == f"kubectl needs you to log in to {identity.name}"
         assert body.startswith("Enter the code ") and body.endswith(f" at {idp.issuer[7:]}.")
-        assert actions == ["open", "Open login page", "copy", "Copy link"]
+        assert actions[2:] == ["open", "Open login page", "copy", "Copy link"]
+        assert actions[:2] == ["default", "Open login page"]
         assert icon.startswith("file://") and Path(icon[7:]).is_file()
         assert hints["image-path"] == ("s", icon)
         server.invoke(1, "copy")
@@ -202,10 +208,10 @@ def test_the_browser_that_did_not_open_is_short_and_has_the_link(
             _a, replaces, _i, _s, body, actions, _h, _t = server.received[-1]
             assert body.startswith("Open the login page, or copy the link into a browser.")
             assert "http" not in body and len(body) < 120 and "\n" not in body
-            assert actions == ["open", "Open login page", "copy", "Copy link"]
+            assert actions[2:] == ["open", "Open login page", "copy", "Copy link"]
             if len(server.received) == 2:  # the waiting one, replaced on screen
                 assert replaces == 1
-            server.invoke(len(server.received), "copy")
+            server.invoke(1, "copy")  # one notification about it, replaced in place
             qtbot.wait_until(
                 lambda: QGuiApplication.clipboard().text().startswith(f"{idp.issuer}/auth?"),
                 timeout=5000,
@@ -238,4 +244,4 @@ def test_a_refused_refresh_is_notified_once(qtbot, server: NotificationServer, v
     [(_app, _r, _icon, summary, body, actions, _h, _t)] = server.received
     assert summary == f"{identity.name} needs a new login"
     assert body.startswith("The provider refused to refresh it (") and "invalid_grant" in body
-    assert actions == ["login", "Log in"]
+    assert actions == ["default", "Log in", "login", "Log in"]

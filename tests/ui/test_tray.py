@@ -25,7 +25,7 @@ from app.static_credentials import StoredCredential, StoredCredentials
 from app.store.memory_store import MemorySecretStore
 from app.ui.controller import TrayController
 from app.ui.tray import TrayApp
-from app.ui.views import DeviceCodeWindow, StatusWindow
+from app.ui.views import DeviceCodeWindow
 from tests.core import give_tokens, make_core
 from tests.fakes import SilentCaller
 from tests.idp import IdP, run_idp
@@ -218,22 +218,24 @@ def test_expiring_without_refresh_is_notified_once(qtbot, view: TrayApp, parts) 
     assert len(expiring) == 1 and expiring[0][1].startswith("c@idp.invalid expires in 7 min")
 
 
-def test_no_tray_shows_a_status_window(qtbot, parts) -> None:  # type: ignore[no-untyped-def]
+def test_no_tray_the_main_window_stands_in(qtbot, parts) -> None:  # type: ignore[no-untyped-def]
     core, _, stored, _ = parts
     now = datetime.now(UTC)
     stored.save(StoredCredential(name="dev", token="t"), now)
     controller = TrayController(core, Settings(), utcnow)
     controller.store_notice = "no OS keyring here: tokens are kept in memory until the agent stops"
-    view = TrayApp(controller)  # offscreen: no tray
-    assert view.tray is None and isinstance(view.status_window, StatusWindow)
-    view.timer.stop()
-    assert view.status_window.isVisible()
-    assert "tokens are kept in memory" in view.status_window.notice.text()
-    assert view.status_window.table.item(0, 0).text() == "dev"
-    view.show_notification("failure", "x", "Login to x failed", "because")
-    assert "Login to x failed" in view.status_window.notice.text()
-    view.shutdown()
-    qtbot.wait(50)
+    view = TrayApp(controller, tray=False)  # no tray (GNOME without AppIndicator)
+    try:
+        window = view.main_window
+        assert view.tray is None and window is not None and window.isVisible()
+        assert window.standalone and window.quit_button.isVisible()
+        assert "tokens are kept in memory" in window.store_notice.text()
+        assert window.rows()[0][0] == "dev"
+        view.show_notification("failure", "x", "Login to x failed", "because")
+        assert "Login to x failed" in window.notice.text()  # no desktop service here either
+    finally:
+        view.shutdown()
+        qtbot.wait(50)
 
 
 def test_settings_persist_and_take_effect(
@@ -257,6 +259,8 @@ def test_settings_persist_and_take_effect(
     assert logins.margin == timedelta(minutes=10)
     entry = (tmp_path / "xdg" / "autostart" / "kubetray.desktop").read_text()
     assert "Exec=" in entry and "X-GNOME-Autostart-enabled=true" in entry
+    # Started with the session, often before the panel: it waits for the tray (--at-login).
+    assert entry.split("Exec=")[1].splitlines()[0].endswith(" app --at-login")
     dialog.start_at_login.setChecked(False)
     dialog.save()
     assert not (tmp_path / "xdg" / "autostart" / "kubetray.desktop").exists()
@@ -328,15 +332,16 @@ OFFSCREEN_WARNINGS = {
     # QSystemTrayIcon::show() connects to a signal of the platform's native interface that only
     # the xcb plugin has; Qt asks whatever plugin runs, and offscreen has no such signal.
     "QObject::connect: No such signal QPlatformNativeInterface::systemTrayWindowChanged(QScreen*)",
-    # Showing a window (the status window stands in for a tray) asks the plugin to pass size
-    # hints to a window manager; offscreen has none and says so.
+    # Showing a window (the main window stands in for a tray) asks the plugin to pass size
+    # hints to a window manager and to raise it; offscreen has none and says so.
     "This plugin does not support propagateSizeHints()",
+    "This plugin does not support raise()",
 }
 """Qt warnings the offscreen platform plugin prints whatever kubetray does: ignored, and only
 these (a desktop's xcb, wayland, cocoa or windows plugin prints neither)."""
 
 
-@pytest.mark.parametrize("tray", [True, False], ids=["tray", "status-window"])
+@pytest.mark.parametrize("tray", [True, False], ids=["tray", "window"])
 def test_no_qt_warnings_at_start_up(qtbot, qtlog, parts, request, tray: bool) -> None:  # type: ignore[no-untyped-def]
     if not hasattr(request.node, "qt_log_capture"):
         pytest.skip("pytest-qt captures Qt messages only when pytest captures output (no -s)")
@@ -352,12 +357,11 @@ def test_no_qt_warnings_at_start_up(qtbot, qtlog, parts, request, tray: bool) ->
     assert [w for w in warnings if w not in OFFSCREEN_WARNINGS] == []
 
 
-def test_about_says_which_kubetray_this_is(view: TrayApp) -> None:
+def test_diagnostics_says_which_kubetray_this_is(view: TrayApp) -> None:
     from exec_helper import version
 
-    view.trigger("About kubetray")
-    assert view.about is not None and view.about.isVisible()
-    assert f"kubetray {version.VERSION}" in view.about.text()
     view.show_diagnostics()
     assert view.diagnostics is not None
     assert version.VERSION in view.diagnostics.windowTitle()
+    assert f"kubetray {version.VERSION}" in view.diagnostics.figures.text()
+    assert version.VERSION in view.diagnostics.figures.toolTip()

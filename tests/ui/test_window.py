@@ -355,12 +355,15 @@ def test_switch_account_asks_when_the_provider_cannot_offer_another(
 def test_a_login_in_progress_can_be_finished_or_cancelled_from_the_window(
     qtbot, world, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:  # type: ignore[no-untyped-def]
-    opened: list[str] = []
-    monkeypatch.setattr(
-        "app.ui.window.QDesktopServices.openUrl", lambda url: opened.append(url.toString())
-    )
+    record = tmp_path / "opened.txt"
+    record.touch()
+    # The person's chosen browser (KUBETRAY_BROWSER): it writes down what it was asked to open.
+    monkeypatch.setenv("KUBETRAY_BROWSER", f'sh -c \'printf "%s\\n" "$0" >> {record}\'')
+    from app.oidc.browser import Browser
+
+    core, stored = make_core(tmp_path / "core", browser=Browser, contexts=contexts_by_identity)
     with run_idp() as idp:
-        view = make_view(qtbot, world, tmp_path, monkeypatch, idp.issuer)
+        view = make_view(qtbot, (core, stored, None), tmp_path, monkeypatch, idp.issuer)
         try:
             view.show_main_window()
             window = view.main_window
@@ -377,8 +380,12 @@ def test_a_login_in_progress_can_be_finished_or_cancelled_from_the_window(
             assert link in window.detail.text()
             window.copy_link_button.click()
             assert QGuiApplication.clipboard().text() == link
+            before = record.read_text().splitlines()
             window.open_button.click()
-            assert opened == [link]
+            qtbot.wait_until(
+                lambda: len(record.read_text().splitlines()) > len(before), timeout=5000
+            )
+            assert record.read_text().splitlines()[len(before) :] == [link]
             with qtbot.wait_signal(view.controller.finished_login, timeout=10000):
                 window.cancel_button.click()
             view.refresh()
@@ -386,4 +393,5 @@ def test_a_login_in_progress_can_be_finished_or_cancelled_from_the_window(
             assert window.login_button.isEnabled() and not window.cancel_button.isVisible()
         finally:
             view.shutdown()
+            core.stop()
             qtbot.wait(50)

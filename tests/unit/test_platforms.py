@@ -87,14 +87,18 @@ def test_start_at_login_runs_the_windowed_program_on_windows(
 def test_the_tray_icon_per_platform(monkeypatch: pytest.MonkeyPatch) -> None:
     from app.ui import icons
 
-    mac = icons.icon_files("login", dark=False, platform="darwin")
-    assert [p.name for p in mac] == ["kubetray-template.png", "kubetray-template@2x.png"]
-    linux = icons.icon_files("login", dark=True, platform="linux")
-    assert linux[0].name == "kubetray-login-dark-22.png"
-    windows = icons.icon_files("error", dark=False, platform="win32")
-    assert windows[-1].name == "kubetray-error-light-64.png"
+    mac = icons.icon_files("login", platform="darwin")
+    assert [p.name for p in mac] == [
+        "kubetray-login-template.png",
+        "kubetray-login-template@2x.png",
+    ]
+    linux = icons.icon_files("login", platform="linux")
+    assert linux[0].name == "kubetray-login-22.png"
+    windows = icons.icon_files("error", platform="win32")
+    assert windows[-1].name == "kubetray-error-64.png"
     assert all(p.is_file() for p in mac + linux + windows)
+    assert all(icons.symbolic_file(state).is_file() for state in icons.STATES)
     import sys
 
     monkeypatch.setattr(sys, "platform", "darwin")  # the default comes from sys.platform
-    assert icons.icon_files("ok", dark=True) == mac
+    assert icons.icon_files("ok") == icons.icon_files("ok", platform="darwin")

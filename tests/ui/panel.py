@@ -1,0 +1,185 @@
+"""A panel, as far as a StatusNotifierItem can tell: a real StatusNotifierWatcher
+(`status-notifier-watcher`, from Debian's haskell-status-notifier-item-utils, the watcher of
+taffybar's status-notifier-item library) and this host beside it, which does what a panel does
+over D-Bus: registers as a host, reads the items and their properties, fetches the dbusmenu
+layout, sends AboutToShow and clicked events, and counts the signals an item sends.
+
+Qt serves the item from the GUI thread, so every call is made on a worker thread while
+``pump`` (Qt's event loop, in a test: ``qtbot.wait``) keeps the item answering.
+"""
+
+import queue
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from jeepney import DBusAddress, MatchRule, Message, Properties, message_bus, new_method_call
+from jeepney.io.threading import DBusRouter, Proxy, open_dbus_connection
+
+WATCHER = "org.kde.StatusNotifierWatcher"
+WATCHER_PATH = "/StatusNotifierWatcher"
+ITEM = "org.kde.StatusNotifierItem"
+MENU = "com.canonical.dbusmenu"
+HOST = "org.kde.StatusNotifierHost-kubetray-tests"
+
+
+def watcher_installed() -> bool:
+    return shutil.which("status-notifier-watcher") is not None
+
+
+@contextmanager
+def running_watcher() -> Iterator[subprocess.Popen[bytes]]:
+    """The real StatusNotifierWatcher on the session bus until the block ends."""
+    proc = subprocess.Popen(
+        ["status-notifier-watcher"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        with open_dbus_router() as router:
+            bus = Proxy(message_bus, router, timeout=2)
+            deadline = time.monotonic() + 10
+            while not bus.NameHasOwner(WATCHER)[0]:
+                assert proc.poll() is None, "status-notifier-watcher exited"
+                assert time.monotonic() < deadline, "the watcher never took its name"
+                time.sleep(0.05)
+        yield proc
+    finally:
+        proc.terminate()
+        proc.wait(5)
+
+
+@contextmanager
+def open_dbus_router() -> Iterator[DBusRouter]:
+    conn = open_dbus_connection("SESSION")
+    try:
+        with DBusRouter(conn) as router:
+            yield router
+    finally:
+        conn.close()
+
+
+class Panel:
+    """A StatusNotifierHost driving kubetray's item the way a panel does."""
+
+    def __init__(self, router: DBusRouter, pump: Callable[[int], None]) -> None:
+        self.router = router
+        self.pump = pump
+        self.signals: queue.Queue[Message] = queue.Queue()
+        self._filter: Any = None
+
+    def call(self, address: DBusAddress, method: str, signature: str = "", body: tuple = ()) -> Any:
+        return self.send(new_method_call(address, method, signature, body))
+
+    def send(self, message: Message, timeout: float = 5.0) -> Any:
+        """Send a call from a worker thread, keeping Qt's loop running meanwhile."""
+        out: dict[str, Any] = {}
+
+        def work() -> None:
+            try:
+                out["reply"] = self.router.send_and_get_reply(message, timeout=timeout)
+            except Exception as e:  # handed to the test's thread
+                out["error"] = e
+
+        thread = threading.Thread(target=work, daemon=True)
+        thread.start()
+        while thread.is_alive():
+            self.pump(10)
+        if "error" in out:
+            raise out["error"]
+        reply = out["reply"]
+        if reply.header.message_type.name == "error":
+            raise RuntimeError(f"{message.header.fields}: {reply.body}")
+        return reply.body
+
+    # -- the watcher --------------------------------------------------------------------------
+
+    @property
+    def watcher(self) -> DBusAddress:
+        return DBusAddress(WATCHER_PATH, bus_name=WATCHER, interface=WATCHER)
+
+    def register(self) -> None:
+        """Say to the watcher that a host is here (a panel does this when it starts)."""
+        self.call(self.watcher, "RegisterStatusNotifierHost", "s", (HOST,))
+
+    def items(self) -> list[str]:
+        (value,) = self.send(Properties(self.watcher).get("RegisteredStatusNotifierItems"))
+        return list(value[1])
+
+    def item(self) -> DBusAddress:
+        """kubetray's item (the only one): its address on the bus."""
+        [service] = self.items()
+        bus, _, path = service.partition("/")
+        return DBusAddress(
+            "/" + path if path else "/StatusNotifierItem", bus_name=bus, interface=ITEM
+        )
+
+    # -- the item -----------------------------------------------------------------------------
+
+    def properties(self) -> dict[str, Any]:
+        (values,) = self.send(Properties(self.item()).get_all())
+        return {key: value for key, (_sig, value) in values.items()}
+
+    def menu(self) -> DBusAddress:
+        path = self.properties()["Menu"]
+        return DBusAddress(path, bus_name=self.item().bus_name, interface=MENU)
+
+    def layout(self) -> list[dict[str, Any]]:
+        """The menu as a panel draws it: visible entries, each {id, label, enabled, children}."""
+        _revision, root = self.call(self.menu(), "GetLayout", "iias", (0, -1, []))
+        return [entry for entry in (_entry(child) for child in root[2]) if entry is not None]
+
+    def about_to_show(self, ident: int = 0) -> bool:
+        (update,) = self.call(self.menu(), "AboutToShow", "i", (ident,))
+        return bool(update)
+
+    def click(self, label: str, within: str | None = None) -> None:
+        """Click the visible entry ``label`` (in the submenu whose label starts ``within``)."""
+        entries = self.layout()
+        if within is not None:
+            [row] = [e for e in entries if e["label"].startswith(within)]
+            self.about_to_show(row["id"])
+            entries = row["children"]
+        [entry] = [e for e in entries if e["label"] == label]
+        self.call(
+            self.menu(), "Event", "isvu", (entry["id"], "clicked", ("i", 0), int(time.time()))
+        )
+
+    def activate(self) -> None:
+        """A left click on the icon."""
+        self.call(self.item(), "Activate", "ii", (0, 0))
+
+    # -- what the item sends -------------------------------------------------------------------
+
+    def listen(self) -> None:
+        """Count from now on every signal the item's connection sends (a panel's match rules)."""
+        rule = MatchRule(type="signal", sender=self.item().bus_name)
+        self.send(message_bus.AddMatch(rule))
+        self._filter = self.router.filter(rule, queue=self.signals)
+
+    def received(self, settle: int = 300) -> list[str]:
+        """The members of the signals received since the last look."""
+        self.pump(settle)
+        out = []
+        while True:
+            try:
+                out.append(str(self.signals.get_nowait().header.fields.get(3)))  # member
+            except queue.Empty:
+                return out
+
+
+def _entry(node: Any) -> dict[str, Any] | None:
+    """A dbusmenu layout node (ia{sv}av) as a dict; None when the panel would not show it."""
+    ident, props, children = node[1] if isinstance(node, tuple) and len(node) == 2 else node
+    values = {key: value for key, (_sig, value) in props.items()}
+    if values.get("visible", True) is False:
+        return None
+    return {
+        "id": ident,
+        "label": str(values.get("label", "")).replace("&&", "&"),
+        "separator": values.get("type") == "separator",
+        "enabled": values.get("enabled", True),
+        "children": [e for e in (_entry(child) for child in children) if e is not None],
+    }
