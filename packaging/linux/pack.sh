@@ -3,6 +3,8 @@
 #   packaging/linux/pack.sh BUNDLE [DIST] [PYTHON]
 # The version is the one the bundle carries (its kubetray-build.json): the .deb's is the same,
 # spelled as dpkg orders it (0.2.1~dev4+g1a2b3c4 sorts before 0.2.1, like pip's .dev4).
+# KUBETRAY_DEB_COMPRESSION (xz) and KUBETRAY_PACK (deb tar) let the upgrade tests make their
+# throw-away packages in seconds (none, deb).
 set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)
 bundle=$(cd "$1" && pwd)
@@ -56,7 +58,13 @@ Description: log in to Kubernetes clusters from your desktop
  keyring; kubetray-exec is the exec credential plugin kubeconfig names.
 CONTROL
 deb=$dist/kubetray_${debversion}_${arch}.deb
-dpkg-deb --root-owner-group -Zxz --build "$stage" "$deb" >/dev/null
+dpkg-deb --root-owner-group "-Z${KUBETRAY_DEB_COMPRESSION:-xz}" --build "$stage" "$deb" >/dev/null
+made=$deb
+case " ${KUBETRAY_PACK:-deb tar} " in *" tar "*) ;; *)
+  echo "kubetray $version"
+  printf '%-60s %6.1f MB\n' "$deb" "$(stat -c %s "$deb" | awk '{print $1 / 1000000}')"
+  exit 0 ;;
+esac
 
 # -- the .tar.gz: the bundle, the desktop entry, an icon and install.sh -----------------------
 tarstage=$work/tar/kubetray-$version
@@ -68,7 +76,8 @@ chmod 755 "$tarstage/install.sh"
 tarball=$dist/kubetray-$version-linux-$(uname -m).tar.gz
 tar -C "$work/tar" -czf "$tarball" "kubetray-$version"
 
+made="$made $tarball"
 echo "kubetray $version, built on glibc $glibc (the oldest glibc these packages run on)"
-for f in "$deb" "$tarball"; do
+for f in $made; do
   printf '%-60s %6.1f MB\n' "$f" "$(stat -c %s "$f" | awk '{print $1 / 1000000}')"
 done

@@ -53,11 +53,16 @@ def restamp(bundle: Path, into: Path, version: str) -> Path:
     return copy
 
 
-def pack(bundle: Path, dist: Path) -> tuple[Path, Path]:
-    """packaging/linux/pack.sh: (the .deb, the .tar.gz)."""
+def pack(bundle: Path, dist: Path, quick: bool = False) -> tuple[Path, Path | None]:
+    """packaging/linux/pack.sh: (the .deb, the .tar.gz); ``quick``: an uncompressed .deb only
+    (a throw-away package for a test: seconds instead of a minute)."""
+    env = dict(os.environ)
+    if quick:
+        env.update(KUBETRAY_DEB_COMPRESSION="none", KUBETRAY_PACK="deb")
     done = subprocess.run(
         [str(ROOT / "packaging" / "linux" / "pack.sh"), str(bundle), str(dist), sys.executable],
         cwd=ROOT,
+        env=env,
         capture_output=True,
         text=True,
         timeout=900,
@@ -65,5 +70,5 @@ def pack(bundle: Path, dist: Path) -> tuple[Path, Path]:
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
     made = re.findall(r"^(\S+\.(?:deb|tar\.gz))\s", done.stdout, re.MULTILINE)
     deb = next(Path(p) for p in made if p.endswith(".deb"))
-    tarball = next(Path(p) for p in made if p.endswith(".tar.gz"))
+    tarball = next((Path(p) for p in made if p.endswith(".tar.gz")), None)
     return deb, tarball

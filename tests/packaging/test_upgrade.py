@@ -34,7 +34,8 @@ OLD, NEW = "1.0.0", "1.0.1"
 def packages(bundle: Path, tmp_path: Path) -> dict[str, Path]:
     out = {}
     for version in (OLD, NEW):
-        deb, _ = pack(restamp(bundle, tmp_path / version, version), tmp_path / f"dist-{version}")
+        copy = restamp(bundle, tmp_path / version, version)
+        deb, _ = pack(copy, tmp_path / f"dist-{version}", quick=True)
         out[version] = deb
     return out
 
