@@ -44,10 +44,17 @@ def handed_over(address: str) -> tuple[socket.socket, int] | None:
         return None
     os.set_inheritable(sock_fd, False)
     os.set_inheritable(lock_fd, False)
+    try:  # the lock handed over is the lock file of this directory
+        lock = os.fstat(lock_fd)
+        named = os.stat(os.path.join(os.path.dirname(address), paths.LOCK_NAME))
+        same_lock = (lock.st_dev, lock.st_ino) == (named.st_dev, named.st_ino)
+    except OSError:
+        same_lock = False
     if (
         sock.family != socket.AF_UNIX
         or sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN) != 1
         or sock.getsockname() != address
+        or not same_lock
     ):
         sock.close()
         return None
