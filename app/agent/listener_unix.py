@@ -57,6 +57,8 @@ def handed_over(address: str) -> tuple[socket.socket, int] | None:
         or not same_lock
     ):
         sock.close()
+        with contextlib.suppress(OSError):
+            os.close(lock_fd)  # else its flock would keep this very process from the lock
         return None
     return sock, lock_fd
 
