@@ -1,6 +1,7 @@
 """``kubetray doctor``: each dependency checked once, with a line and a remedy each.
 
-Checks the kubeconfig files, the helper every kubetray user runs, the agent, the keyring (with
+Checks the kubeconfig files, the helper every kubetray user runs, the agent and the identities
+it cannot renew or save (a provider that fails, a keyring that refuses), the keyring (with
 a timeout: a locked or absent keyring never hangs it), each OIDC provider's discovery and
 capabilities, the clock against each provider's Date header, the proxy and CA settings, and
 whether each kubetray user's cluster CA verifies its API server (app.cluster_tls). Nothing
@@ -185,6 +186,35 @@ def check_agent(status: Callable[[], dict[str, Any]]) -> Check:
     return Check("agent", True, detail)
 
 
+def check_identities(status: Callable[[], dict[str, Any]]) -> Iterator[Check]:
+    """What the running agent cannot do for an identity now: renew its token (the provider
+    fails, or refused it: a login is needed) or keep its newest tokens in the store."""
+    try:
+        doc = status()
+    except AppError:
+        return  # check_agent said why
+    for ident in doc.get("identities") or []:
+        name = f"identity {ident.get('name')}"
+        refresh, store = ident.get("refresh_error"), ident.get("store_error")
+        if refresh and ident.get("state") == "needs login":
+            yield Check(name, False, refresh, f"run: kubetray login {ident.get('name')}")
+        elif refresh:
+            yield Check(
+                name,
+                False,
+                f"cannot refresh its token: {refresh}",
+                "kubetray keeps trying (the token it holds is served until it expires)",
+            )
+        if store:
+            yield Check(
+                name,
+                False,
+                f"its newest tokens are in memory only: {store}",
+                "kubetray saves them once the store works again; stopping it before then "
+                "loses this login",
+            )
+
+
 def check_keyring(store: Callable[[], SecretStore], setting: str = "auto") -> Check:
     """The keyring round trip; no keyring at all is a warning when logins can do without."""
     key = "doctor/probe"
@@ -353,6 +383,7 @@ def run(
     for user in users:
         yield check_helper(user)
     yield check_agent(status)
+    yield from check_identities(status)
     yield check_keyring(store, store_setting)
     providers: dict[tuple[str, str], OIDCSettings] = {}
     ca_files: set[str] = set()

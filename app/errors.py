@@ -43,6 +43,15 @@ class CredentialError(AppError):
     """A credential cannot be served: unknown, expired, invalid."""
 
 
+class RenewalFailed(CredentialError):
+    """A credential expired and could not be renewed; ``cause`` says why (the provider down or
+    slow, an untrusted certificate, a clock apart, ...), so the line names the real reason."""
+
+    def __init__(self, message: str, hint: str | None, cause: AppError | None) -> None:
+        super().__init__(message, hint)
+        self.cause = cause
+
+
 class AgentRunning(AppError):
     """Another agent already serves this user."""
 

@@ -49,6 +49,9 @@ class Credential:
     key_pem: str | None = None
     expires: datetime | None = None
     subject: str | None = None
+    warning: str | None = None
+    """A line for the caller's stderr beside the credential (it ends soon and cannot be
+    renewed, and why)."""
 
 
 @dataclass(frozen=True)
@@ -110,8 +113,16 @@ class IdentityStatus:
     clusters: tuple[str, ...] = ()
     contexts: tuple[str, ...] = ()
     error: str | None = None
+    """What stops kubectl, or soon will, with its remedy (the first of the fields below, a
+    blocked login, or the last call's failure)."""
     note: str | None = None
     """Something the user should know that is not an error (e.g. a provider quirk)."""
+    refresh_error: str | None = None
+    """Why renewing the token fails, while it does (the provider down, a clock apart, ...)."""
+    store_error: str | None = None
+    """Why the newest tokens are held in memory only (a locked keyring, ...)."""
+    retry_at: str | None = None
+    """ISO time of the next renewal try after a failure."""
 
     def to_dict(self) -> dict[str, Any]:
         doc = asdict(self)

@@ -6,8 +6,9 @@ is in flight (and, for the app, until no window of it is open), then:
 1. stops accepting: callers that connect from now on wait in the listening socket's backlog
    (they are not refused, and kubetray-exec's fast path waits up to 2 s for its answer);
 2. waits for the connections it is serving to end (a kubectl call takes milliseconds);
-3. takes every identity's lock, so no refresh is halfway (a rotated refresh token is always in
-   the keyring before the process goes);
+3. holds every identity still (Logins.hold): none refreshing, none saving, none with tokens
+   the keyring has not taken, so a rotated refresh token is always in the keyring before the
+   process goes (else it serves again and tries later: a locked keyring delays the restart);
 4. execs its program, as installed now, with the listening socket and the agent lock handed
    over as inherited descriptors (app/agent/listener_unix.py): the new process serves the
    callers that waited, reads the tokens back from the keyring, and the lock is never free.
@@ -51,8 +52,9 @@ MEMORY_FORMAT = 1
 POLL = 0.25
 DRAIN = 5.0
 """How long the connections being served may take to end before the restart tries later."""
-HOLD = 10.0
-"""How long a refresh in progress may take to reach the store before the restart tries later."""
+HOLD = 2.0
+"""How long a store write in progress may take before the restart tries later (the callers
+wait meanwhile: it is short)."""
 RETRY = 2.0
 
 
@@ -127,6 +129,8 @@ class Restart:
         self._fds: tuple[int, int] | None = None
         self._due = False
         self._since = 0.0
+        self._unsettled = False
+        """The last try found an identity busy (see Logins.hold)."""
 
     def request(self, reason: str) -> list[str]:
         """Restart once idle; returns the names of the logins it waits for."""
@@ -142,6 +146,12 @@ class Restart:
         """What the pending restart waits for, in the user's words (None: nothing)."""
         if self.reason is None:
             return None
+        blocking = self._blocking()
+        if blocking is None and self._unsettled:
+            return "a refresh in progress, or tokens the keyring has not taken yet (locked?)"
+        return blocking
+
+    def _blocking(self) -> str | None:
         names = [login.name for login in self._accounts.in_flight()]
         if names:
             return f"the login to {', '.join(names)}"
@@ -153,17 +163,19 @@ class Restart:
 
     def _run(self) -> None:
         while True:
-            if self.waits_for() is not None:
+            if self._blocking() is not None:
                 time.sleep(POLL)
                 continue
             if not self._server.drain(DRAIN):
                 time.sleep(RETRY)
                 continue
             release = self._accounts.hold(HOLD)
-            if release is None:
+            if release is None:  # a refresh in flight, or tokens the keyring has not taken
                 self._server.resume()
+                self._unsettled = True
                 time.sleep(RETRY)
                 continue
+            self._unsettled = False
             if self._accounts.in_flight():  # the app's own button started one meanwhile
                 release()
                 self._server.resume()

@@ -25,5 +25,10 @@ class AgentUnavailable(HelperError):
     """Nobody listens on the socket (or there is no socket yet): starting an agent may help."""
 
 
+class AgentGone(HelperError):
+    """The agent took the request and went away without an answer (it died or was stopped):
+    asking a fresh agent once may help."""
+
+
 class UnsafeRuntimeDir(HelperError):
     """The socket directory is not private to this user: never talk through it."""

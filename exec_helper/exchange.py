@@ -9,7 +9,7 @@ On the helper's hot path: only builtins and this package's small modules.
 import sys
 
 from exec_helper import paths, protocol
-from exec_helper.errors import AgentUnavailable, HelperError, printable
+from exec_helper.errors import AgentGone, AgentUnavailable, HelperError, printable
 
 FRAME_TIMEOUT = 30.0
 """No consumer but the kubelet has a timeout, so the helper has its own (checklist #40);
@@ -26,13 +26,13 @@ def _read_frame(sock: "protocol.Socket", buf: bytearray) -> bytes:
     while len(buf) < protocol.HEADER_SIZE:
         chunk = sock.recv(65536)
         if not chunk:
-            raise HelperError("the kubetray agent closed the connection without an answer")
+            raise AgentGone("the kubetray agent closed the connection without an answer")
         buf += chunk
     end = protocol.HEADER_SIZE + protocol.frame_length(bytes(buf[: protocol.HEADER_SIZE]))
     while len(buf) < end:
         chunk = sock.recv(65536)
         if not chunk:
-            raise HelperError("the kubetray agent closed the connection mid-answer")
+            raise AgentGone("the kubetray agent closed the connection mid-answer")
         buf += chunk
     data = bytes(buf[protocol.HEADER_SIZE : end])
     del buf[:end]
@@ -51,12 +51,15 @@ def exchange(request: bytes, talk: bool = True) -> Answer:
     """Send ``request`` (an encoded JSON object) and return the agent's answer.
 
     ``talk``: show the agent's messages on stderr and answer its prompts (else both are
-    dropped: a prompt then goes unanswered and the agent gives up on it).
+    dropped: a prompt then goes unanswered and the agent gives up on it). AgentGone: the agent
+    went away with the request and before anyone answered a prompt of its (so asking again
+    asks nobody twice).
     """
     from exec_helper.transport import connect
 
     timeout = _timeout()
     sock = connect(timeout)
+    answered = False
     try:
         hello = protocol.encode({"op": protocol.HELLO, "version": protocol.PROTOCOL_VERSION})
         sock.sendall(protocol.frame(hello) + protocol.frame(request))
@@ -79,6 +82,7 @@ def exchange(request: bytes, talk: bool = True) -> Answer:
                 if talk:
                     from exec_helper.prompt import answer
 
+                    answered = True
                     sock.sendall(protocol.frame(answer(msg)))
             elif kind == protocol.HELLO:
                 if protocol.KUBETRAY not in msg:
@@ -93,14 +97,27 @@ def exchange(request: bytes, talk: bool = True) -> Answer:
         ) from None
     except protocol.ProtocolError as e:
         raise HelperError(f"garbled answer from the kubetray agent: {e}") from None
+    except AgentGone as e:
+        raise (HelperError(str(e)) if answered else e) from None
     except OSError as e:
-        raise HelperError(f"lost the connection to the kubetray agent: {e.strerror or e}") from None
+        lost = f"lost the connection to the kubetray agent: {e.strerror or e}"
+        if isinstance(e, ConnectionError) and not answered:
+            raise AgentGone(lost) from None
+        raise HelperError(lost) from None
     finally:
         sock.close()
 
 
 def exchange_starting_agent(request: bytes, exec_info: str, args: list[str]) -> Answer:
-    """exchange(), starting the agent first when nobody answers (only then is launch imported)."""
+    """exchange(), starting the agent first when nobody answers (only then is launch imported),
+    and once more against a fresh agent when the one that took the request died with it."""
+    try:
+        return _exchange_or_start(request, exec_info, args)
+    except AgentGone:
+        return _exchange_or_start(request, exec_info, args)
+
+
+def _exchange_or_start(request: bytes, exec_info: str, args: list[str]) -> Answer:
     try:
         return exchange(request)
     except AgentUnavailable:

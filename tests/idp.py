@@ -24,14 +24,22 @@ BROWSE = f"{sys.executable} {OIDC_DIR / 'browse.py'}"
 class IdP:
     issuer: str
     process: subprocess.Popen[str]
+    direct: str = ""
+    """Its own address (the issuer may name a proxy in front of it: tests/fault_proxy.py)."""
+
+    def _get(self, path: str) -> Any:
+        with urllib.request.urlopen((self.direct or self.issuer) + path, timeout=10) as r:
+            return json.load(r)
 
     def counts(self) -> dict[str, int]:
-        with urllib.request.urlopen(self.issuer + "/test/counts", timeout=10) as r:
-            return dict(json.load(r))
+        return dict(self._get("/test/counts"))
 
     def jwks(self) -> dict[str, Any]:
-        with urllib.request.urlopen(self.issuer + "/jwks", timeout=10) as r:
-            return dict(json.load(r))
+        return dict(self._get("/jwks"))
+
+    def set_clock(self, offset: float) -> None:
+        """Move the provider's clock ``offset`` seconds ahead of the real one."""
+        self._get(f"/test/clock?offset={offset:g}")
 
 
 def idp_available() -> bool:
@@ -84,7 +92,8 @@ def run_idp(**settings: Any) -> Iterator[IdP]:
         proc, line, err = _start(settings)
     try:
         assert line, f"oidc-provider did not start: {err}"
-        yield IdP(json.loads(line)["issuer"], proc)
+        announced = json.loads(line)
+        yield IdP(announced["issuer"], proc, announced.get("direct", ""))
     finally:
         _stop(proc)
 

@@ -43,6 +43,7 @@ class _Usage:
     last_used: datetime | None = None
     clusters: set[str] = field(default_factory=set)
     last_error: str | None = None
+    last_error_at: datetime | None = None
     credential: StoredCredential | None = None
     """A stored credential as last read from the store."""
     read: threading.Lock = field(default_factory=threading.Lock)
@@ -194,6 +195,7 @@ class Broker:
         except Exception as e:
             with self._lock:
                 usage.last_error = getattr(e, "message", None) or str(e)
+                usage.last_error_at = self._clock()
             if st.identity.kind != OIDC:
                 self._forget_unserved()
             raise
@@ -246,6 +248,7 @@ class Broker:
             token=token,
             expires=tokens.handed_out_expiry(self._clock(), self.logins.margin),
             subject=tokens.who(),
+            warning=self.logins.warning(st, tokens),
         )
 
     def _stored_credential(self, st: Entry, usage: _Usage, skip_cache: bool) -> Credential:
@@ -382,11 +385,15 @@ class Broker:
         )
         usage = self._use(st)
         with self._lock:
-            error, calls = usage.last_error, usage.calls
+            error, error_at, calls = usage.last_error, usage.last_error_at, usage.calls
             last_used, clusters = usage.last_used, tuple(sorted(usage.clusters))
         tokens = session.tokens
+        if tokens is not None and error_at is not None and tokens.issued_at >= error_at:
+            error = None  # tokens came since (a refresh, a login): that failure is over
         if session.logging_in:
             state = State.LOGGING_IN
+        elif session.refused is not None:
+            state = State.NEEDS_LOGIN  # still valid for a while, but only a login renews it
         elif tokens is not None and tokens.expires_at > now:
             fresh = tokens.fresh(now, margin) if margin else True
             state = State.READY if fresh else State.EXPIRING
@@ -409,8 +416,15 @@ class Broker:
             last_used=last_used.isoformat() if last_used else None,
             clusters=clusters,
             contexts=contexts,
-            error=session.blocked or error,
+            error=session.refused
+            or session.refresh_error
+            or session.blocked
+            or session.store_error
+            or error,
             note=no_id_token_note(tokens, st.settings),
+            refresh_error=session.refused or session.refresh_error,
+            store_error=session.store_error,
+            retry_at=session.retry_at.isoformat() if session.retry_at else None,
         )
 
 

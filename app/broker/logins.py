@@ -3,33 +3,46 @@
 * Logins owns each OIDC identity's session (tokens, provider clients, refresh figures) under
   the session's lock, and its login in flight through Flights (app.broker.flight).
 * ``token()``: fresh tokens from memory (no lock); else, under the session's lock, the secret
-  store, a refresh, or the identity's one login.
-* Refreshes happen under the identity's lock, one at a time, and the rotated refresh token is
-  in the store before anyone uses it. Two refreshes racing would present a rotated token, and a
-  strict provider revokes the whole grant for that.
-* The scheduler (app.broker.refresh) refreshes ahead of expiry, so in steady state no caller
-  waits on the provider.
+  store, the token still valid while a refresh runs behind, a refresh it waits for once the
+  token has expired, or the identity's one login.
+* A refresh runs on the scheduler's workers (app.broker.refresh), one at a time per identity,
+  with a long deadline and no lock held while the provider thinks: a caller with a valid token
+  never waits on it, and an answer that is slow to come is still taken, with the refresh token
+  it rotated. Two refreshes never race: a strict provider revokes the whole grant when a
+  rotated token is presented again.
+* Memory first, then the store: what the provider answered is the identity's the moment it
+  arrives; a store that fails is tried again with backoff and said in status, never a reason
+  to drop tokens. Stopping waits (a while) for a refresh in flight and for unsaved tokens.
+* A refresh that fails is tried again after a backoff with jitter (never sooner), and callers
+  whose token has expired meanwhile hear why at once; a refresh token the provider refused is
+  dropped once, and the identity needs a login (with that reason).
 * A machine identity (client credentials) has no login and no refresh token: its token is
-  fetched again, under the same lock, whenever a refresh would be due. No person is involved,
-  so nothing about it is ever refused for want of one.
+  fetched again the same way whenever a refresh would be due. No person is involved, so
+  nothing about it is ever refused for want of one.
 """
 
 import hashlib
 import logging
+import random
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Protocol
 
-from app.broker.flight import Conversation, Flights, Login, LoginRequired, Silent
+from app.broker.flight import KEEPALIVE, Conversation, Flights, Login, LoginRequired, Silent
 from app.broker.refresh import RefreshScheduler
 from app.broker.registry import Entry, Registry
-from app.errors import AppError, SecretLost
+from app.errors import AppError, RenewalFailed, SecretLost
 from app.model import Identity
 from app.oidc.browser import Browser, remote_grant
-from app.oidc.errors import LoginError, RefreshFailed, RefreshRefused
+from app.oidc.errors import (
+    LoginError,
+    ProviderUnavailable,
+    RefreshFailed,
+    RefreshRefused,
+)
 from app.oidc.settings import OIDCSettings
 from app.oidc.tokens import MIN_MARGIN, Revocation, TokenSet
 from app.store.secret_store import SecretStore
@@ -49,15 +62,26 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-RETRY_REFRESH = timedelta(seconds=30)
+RETRY_FIRST = timedelta(seconds=2)
+RETRY_MAX = timedelta(seconds=60)
+"""Backoff of a failing refresh: 2 s, doubling to 60 s, each stretched by up to half again
+(jitter, so identities of one provider do not come back together)."""
+SAVE_FIRST = timedelta(seconds=1)
+SAVE_MAX = timedelta(seconds=30)
+"""Backoff of a failing store write (a locked or restarting keyring)."""
+CALLER_WAIT = 30.0
+"""Seconds a caller whose token has expired waits for the refresh in flight."""
+STOP_WAIT = 10.0
+"""Seconds stop() waits for refreshes in flight and for unsaved tokens."""
 MAX_CLIENTS = 8
 """Provider clients kept per identity (one per way of reaching the provider)."""
 
 
 @dataclass(eq=False)
 class _Session:
-    """One OIDC identity's tokens and provider clients. ``lock`` serialises reading the store,
-    refreshing and starting a login; ``tokens`` is read without it on the hot path."""
+    """One OIDC identity's tokens and provider clients. ``lock`` guards every field (held
+    briefly: never while the provider or the store is asked, but for the first store read);
+    ``tokens`` is read without it on the hot path."""
 
     lock: threading.Lock = field(default_factory=threading.Lock)
     clients: "dict[OIDCSettings, OIDCClient]" = field(default_factory=dict)
@@ -67,6 +91,37 @@ class _Session:
     """``tokens`` reflects the secret store (read once, then kept in step)."""
     refreshes: int = 0
     refreshed_at: datetime | None = None
+    # -- renewal ---------------------------------------------------------------------------
+    generation: int = 0
+    """Moves at every login and logout: a refresh that began before answers for nobody."""
+    refreshing: bool = False
+    wanted: bool = False
+    """A caller asked for a renewal now (its token is stale, expired or refused by a cluster)."""
+    renew_with: OIDCSettings | None = None
+    """How that caller reaches the provider."""
+    done: threading.Condition = field(default_factory=threading.Condition)
+    attempts: int = 0
+    """Renewals ended (callers wait for it to move; ``done`` is notified)."""
+    failures: int = 0
+    retry_at: datetime | None = None
+    """No renewal before this (backoff after a failure)."""
+    problem: AppError | None = None
+    """Why the last renewal failed, until one works."""
+    refused: str | None = None
+    """The provider refused the refresh token: why, in a person's words; a login clears it."""
+    unsure: tuple[str, datetime] | None = None
+    """(refresh token, when) of a refresh whose answer never came: the provider may have
+    rotated that token, and says invalid_grant for it next."""
+    due: tuple[TokenSet, datetime] | None = None
+    """When ``tokens`` are refreshed ahead (jittered once per token set)."""
+    # -- the store ----------------------------------------------------------------------------
+    saving: threading.Lock = field(default_factory=threading.Lock)
+    """One store write at a time, each of the newest tokens."""
+    unsaved: bool = False
+    """Memory holds tokens the store does not (yet)."""
+    store_error: AppError | None = None
+    save_failures: int = 0
+    save_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -79,6 +134,13 @@ class SessionView:
     """Why a new login would not start now (a recent failure), or None."""
     refreshes: int
     refreshed_at: datetime | None
+    refresh_error: str | None = None
+    """Why renewing fails (one line with the remedy), while it does."""
+    refused: str | None = None
+    """The provider refused the refresh token: only a login helps (why)."""
+    store_error: str | None = None
+    """Why the newest tokens are not in the secret store yet (memory holds them)."""
+    retry_at: datetime | None = None
 
 
 class LoginObserver(Protocol):
@@ -101,6 +163,18 @@ def store_key(identity: Identity) -> str:
 
 def _store_key(key: str) -> str:
     return "oidc/" + hashlib.sha256(key.encode()).hexdigest()[:32]
+
+
+def _backoff(failures: int, first: timedelta, most: timedelta) -> timedelta:
+    """The wait after the ``failures``-th failure in a row: doubling from ``first`` up to
+    ``most``, stretched by up to half again (never shorter)."""
+    base = min(most, first * (1 << min(max(failures - 1, 0), 16)))
+    return base * (1 + random.random() / 2)  # noqa: S311 - jitter, not a secret
+
+
+def at(when: datetime) -> str:
+    """A time as the person's clock shows it."""
+    return when.astimezone().strftime("%H:%M:%S")
 
 
 class Logins:
@@ -129,7 +203,7 @@ class Logins:
         self._lock = threading.Lock()
         self._sessions: dict[str, _Session] = {}
         self._flights = Flights(clock)
-        self._scheduler = RefreshScheduler(clock, self._refresh_if_due)
+        self._scheduler = RefreshScheduler(clock, self._renew_job)
 
     def start(self) -> None:
         """Start refreshing ahead, and read every known identity's tokens on a worker thread
@@ -137,8 +211,34 @@ class Logins:
         self._scheduler.start()
         threading.Thread(target=self.load_known, name="load-identities", daemon=True).start()
 
-    def stop(self) -> None:
+    def stop(self, wait: float = STOP_WAIT) -> None:
+        """Stop refreshing ahead. A refresh in flight is waited for (its answer holds the
+        rotated refresh token), then tokens the store does not have yet get one more try to
+        get there; ``wait`` seconds at most for both."""
         self._scheduler.stop()
+        deadline = time.monotonic() + wait
+        with self._lock:
+            sessions = list(self._sessions.items())
+        for _, session in sessions:
+            with session.done:
+                while session.refreshing and (left := deadline - time.monotonic()) > 0:
+                    session.done.wait(left)
+        unsaved = [(key, session) for key, session in sessions if session.unsaved]
+        if not unsaved:
+            return
+
+        def flush() -> None:
+            for key, session in unsaved:
+                st = self.registry.get(key)
+                if st is not None:
+                    self._save_pending(st, session)
+
+        saver = threading.Thread(target=flush, name="save-tokens", daemon=True)
+        saver.start()
+        saver.join(max(deadline - time.monotonic(), 1.0))
+        for key, session in unsaved:
+            if session.unsaved:
+                log.warning("stopping with tokens of %s that the store does not have", key)
 
     # -- identities -------------------------------------------------------------------------
 
@@ -201,21 +301,31 @@ class Logins:
         """The session of ``st`` as status shows it."""
         session = self._session(st)
         key = st.identity.key
-        return SessionView(
-            tokens=session.tokens,
-            logging_in=self._flights.current(key) is not None,
-            blocked=self._flights.blocked_reason(key, now),
-            refreshes=session.refreshes,
-            refreshed_at=session.refreshed_at,
-        )
+        with session.lock:
+            problem, store_error = session.problem, session.store_error
+            return SessionView(
+                tokens=session.tokens,
+                logging_in=self._flights.current(key) is not None,
+                blocked=self._flights.blocked_reason(key, now),
+                refreshes=session.refreshes,
+                refreshed_at=session.refreshed_at,
+                refresh_error=problem.one_line() if problem else None,
+                refused=session.refused,
+                store_error=store_error.one_line() if store_error else None,
+                retry_at=session.retry_at if problem else None,
+            )
 
     def expiring(self, now: datetime, within: timedelta) -> list[tuple[str, datetime]]:
-        """(name, expiry) of tokens that expire within ``within`` and cannot be refreshed."""
+        """(name, expiry) of tokens that expire within ``within`` and cannot be refreshed (not
+        those whose refresh token the provider refused: they need a login, said already)."""
         out = []
         for st in self.known():
-            tokens = self._session(st).tokens
+            session = self._session(st)
+            tokens = session.tokens
             if st.settings and st.settings.machine:
                 continue  # fetched again ahead of expiry: nobody needs to act
+            if session.refused is not None:
+                continue
             if tokens and not tokens.refresh_token and now < tokens.expires_at <= now + within:
                 out.append((st.identity.name, tokens.expires_at))
         return out
@@ -237,9 +347,11 @@ class Logins:
         return self._flights.abort_all(reason)
 
     def hold(self, timeout: float) -> Callable[[], None] | None:
-        """Take every identity's lock, so that no refresh or token write is halfway when the
-        process is replaced (a rotated refresh token must reach the store); returns their
-        release, or None (nothing held) if one stays busy for ``timeout`` seconds."""
+        """Hold every identity still for the process to be replaced: none refreshing (its
+        answer holds the rotated refresh token), none with tokens the store lacks, none being
+        saved, and none can start to, until released. Returns the release, or None (nothing
+        held) when an identity is not still within ``timeout`` seconds (a keyring that refuses
+        the newest tokens keeps it so: they are in memory only)."""
         deadline = time.monotonic() + timeout
         held: list[threading.Lock] = []
 
@@ -250,10 +362,14 @@ class Logins:
         with self._lock:
             sessions = list(self._sessions.values())
         for session in sessions:
-            if not session.lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            for lock in (session.saving, session.lock):  # _save_pending's order
+                if not lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+                    release()
+                    return None
+                held.append(lock)
+            if session.refreshing or session.unsaved:
                 release()
                 return None
-            held.append(session.lock)
         return release
 
     # -- tokens -----------------------------------------------------------------------------
@@ -277,33 +393,53 @@ class Logins:
         session.loaded = True
         self._schedule(st, session)
 
-    def _save(self, st: Entry, session: _Session, tokens: TokenSet) -> None:
-        # In the store before anyone uses it: a rotated refresh token must never be lost.
-        self._store.set(_store_key(st.identity.key), tokens.to_bytes())
+    def _keep(self, st: Entry, session: _Session, tokens: TokenSet | None) -> None:
+        """``tokens`` are the identity's from now on, in memory at once; _save_pending puts
+        them in the store (caller holds the session's lock, and calls it once it is out)."""
         session.tokens = tokens
         session.loaded = True
+        session.unsaved = True
         self._schedule(st, session)
 
-    def _refresh(
-        self, st: Entry, session: _Session, settings: OIDCSettings | None = None
-    ) -> TokenSet:
-        assert session.tokens is not None
-        settings = settings or st.settings
-        assert settings is not None
-        try:
-            fresh = self.client(st, settings).refresh(session.tokens)
-        except RefreshFailed as e:
-            self._save(st, session, e.tokens)  # the rotated refresh token: the old one is spent
-            raise
-        self._save(st, session, fresh)
-        self.registry.adopt(st, settings)
-        session.refreshes += 1
-        session.refreshed_at = self._clock()
-        log.info("refreshed %s (valid until %s)", st.identity.name, fresh.expires_at)
-        return fresh
+    def _save_pending(self, st: Entry, session: _Session) -> None:
+        """Write the newest tokens of ``st`` to the store if it lacks them; a store that fails
+        is tried again with backoff (the tokens stay in memory meanwhile) and said in status."""
+        key = _store_key(st.identity.key)
+        with session.saving:
+            with session.lock:
+                if not session.unsaved:
+                    return
+                tokens = session.tokens
+            try:
+                if tokens is None:
+                    self._store.delete(key)
+                else:
+                    self._store.set(key, tokens.to_bytes())
+            except Exception as e:  # the store's own errors, or whatever it raised
+                error = e if isinstance(e, AppError) else AppError(f"the store failed: {e!r}")
+                with session.lock:
+                    session.save_failures += 1
+                    session.store_error = error
+                    wait = _backoff(session.save_failures, SAVE_FIRST, SAVE_MAX)
+                    session.save_at = self._clock() + wait
+                    self._schedule(st, session)
+                log.warning(
+                    "cannot save the tokens of %s (kept in memory; trying again in %.0f s): %s",
+                    st.identity.name,
+                    wait.total_seconds(),
+                    error.one_line(),
+                )
+                return
+            with session.lock:
+                if session.tokens is tokens:
+                    session.unsaved = False
+                if session.store_error is not None:
+                    log.info("saved the tokens of %s in the store again", st.identity.name)
+                session.store_error, session.save_failures, session.save_at = None, 0, None
+                self._schedule(st, session)
 
     def _fetch_machine(self, st: Entry, session: _Session, settings: OIDCSettings) -> TokenSet:
-        """A machine identity's new token (caller holds the session's lock)."""
+        """A machine identity's new token (caller holds the session's lock and saves after)."""
         if not settings.client_secret:  # remembered settings carry no secret
             raise LoginError(
                 f"{st.identity.name} needs its client secret, which kubetray does not keep",
@@ -313,8 +449,10 @@ class Logins:
             )
         renewed = session.tokens is not None
         fresh = self.client(st, settings).client_credentials()
-        self._save(st, session, fresh)
-        self.registry.adopt(st, settings)
+        session.generation += 1
+        self._fresh(session)
+        self._keep(st, session, fresh)
+        self._adopt(st, settings)
         if renewed:
             session.refreshes += 1
             session.refreshed_at = self._clock()
@@ -327,6 +465,21 @@ class Logins:
         session = self._sessions.get(st.identity.key)
         tokens = session.tokens if session else None
         return tokens if tokens and tokens.fresh(self._clock(), self.margin) else None
+
+    def warning(self, st: Entry, tokens: TokenSet) -> str | None:
+        """What a caller served ``tokens`` should hear: renewing fails and they are near their
+        end (within the margin), or None."""
+        session = self._sessions.get(st.identity.key)
+        if session is None or tokens.fresh(self._clock(), self.margin):
+            return None
+        with session.lock:
+            why = session.refused or (session.problem.one_line() if session.problem else None)
+        if why is None or session.tokens is not tokens:
+            return None
+        return (
+            f"cannot refresh {st.identity.name}: {why}; serving its token until "
+            f"{at(tokens.expires_at)}, when it expires"
+        )
 
     def token(
         self,
@@ -353,42 +506,147 @@ class Logins:
         session = self._session(st)
         if not (refresh or relogin) and (tokens := self.cached(st)):
             return tokens  # the hot path: no lock
+        why: str | None = None
+        fetched: TokenSet | None = None
+        renewing, seen = False, 0
         with session.lock:
             self._load(st, session)
             now = self._clock()
             tokens = session.tokens
             if tokens and tokens.fresh(now, self.margin) and not (refresh or relogin):
                 return tokens
-            if settings.machine:
-                try:
-                    return self._fetch_machine(st, session, settings)
-                except LoginError as e:
-                    if not (tokens and tokens.expires_at > now) or refresh or relogin:
-                        raise
-                    log.warning("fetching a token for %s failed: %s", name, e.message)
-                    return tokens  # still valid; the scheduler tries again
-            if tokens and tokens.refresh_token and not relogin and _refresh_helps(tokens, settings):
-                try:
-                    tokens = self._refresh(st, session, settings)
-                    if tokens.fresh(now, self.margin) or (tokens.expires_at > now and not refresh):
-                        return tokens
-                except LoginError as e:
-                    log.warning("refresh of %s failed: %s", name, e.message)
-                    if tokens.expires_at > now and not refresh:
-                        return tokens  # still valid; the scheduler tries again
+            if settings.machine and (tokens is None or relogin):
+                fetched = self._fetch_machine(st, session, settings)
+            elif tokens and not relogin and self._renews(session, tokens, settings):
+                if tokens.expires_at > now and not refresh:
+                    self._renew(st, session, settings, now, wait=False)
+                    return tokens  # still valid: renewed behind the caller's back
+                seen = self._renew(st, session, settings, now, wait=True)
+                renewing = True
             elif tokens and tokens.expires_at > now and not (refresh or relogin):
                 return tokens  # nothing renews it ahead of time: use it while it lasts
+            else:
+                why = session.refused
+        if fetched is not None:
+            self._save_pending(st, session)
+            return fetched
+        if renewing:
+            assert tokens is not None
+            renewed = self._await_renewal(st, session, seen, conv, tokens if refresh else None)
+            if renewed is not None:
+                return renewed
+            why = session.refused  # refused meanwhile: only a login helps now
+        with session.lock:
+            now = self._clock()
             if not may_login:
                 raise LoginRequired(
-                    f"login required for {name}",
+                    f"login required for {name}" + (f": {why}" if why else ""),
                     f'this caller cannot wait for one; run "kubetray login {name}"',
                 )
             login = self._flights.current(st.identity.key)
             if login is None:
-                login = self._start_login(st, settings, conv, now, explicit, auth_params or {})
+                login = self._start_login(st, settings, conv, now, explicit, auth_params or {}, why)
             else:
                 login.join(conv)
         return login.wait(conv)
+
+    # -- renewal (refresh, or a machine's new token) ----------------------------------------
+
+    def _renews(self, session: _Session, tokens: TokenSet, settings: OIDCSettings) -> bool:
+        """Whether ``tokens`` can be renewed with nobody there: a machine identity whose secret
+        this caller gives, or a refresh token the provider has not refused."""
+        if settings.machine:
+            return bool(settings.client_secret)
+        return session.refused is None and _renewable(tokens, settings)
+
+    def _renew(
+        self, st: Entry, session: _Session, settings: OIDCSettings, now: datetime, wait: bool
+    ) -> int:
+        """Have the tokens of ``st`` renewed now (caller holds the session's lock): joins the
+        renewal in flight, else starts one, unless a failure's backoff runs, which a caller
+        that must ``wait`` hears at once. Returns the renewals ended so far (to wait past)."""
+        if session.refreshing:
+            return session.attempts
+        if session.retry_at is not None and now < session.retry_at:
+            if wait:
+                raise self._failing(st, session, now)
+            return session.attempts
+        session.wanted = True
+        session.renew_with = settings
+        if self._scheduler.running:
+            self._scheduler.schedule(st.identity.key, now, settings.issuer)
+        else:  # a core nobody started (tests, one-shot commands): a thread of its own
+            key = st.identity.key
+            threading.Thread(target=self._renew_job, args=(key,), daemon=True).start()
+        return session.attempts
+
+    def _await_renewal(
+        self,
+        st: Entry,
+        session: _Session,
+        seen: int,
+        conv: Conversation,
+        rejected: TokenSet | None,
+    ) -> TokenSet | None:
+        """Wait (CALLER_WAIT at most, keeping the caller's connection alive) for the renewal
+        after ``seen``: its tokens, or None when the provider refused the refresh token (a
+        login is next); else the reason it failed, as one line (RenewalFailed).
+        ``rejected``: the tokens a cluster refused (a 401), which are no answer."""
+        deadline = time.monotonic() + CALLER_WAIT
+        while True:
+            with session.done:
+                left = deadline - time.monotonic()
+                if session.attempts > seen or left <= 0:
+                    break
+                session.done.wait(min(left, KEEPALIVE))
+                if session.attempts > seen:
+                    break
+            conv.keepalive()
+        with session.lock:
+            now = self._clock()
+            tokens = session.tokens
+            if session.refused is not None:
+                return None
+            if tokens and tokens.expires_at > now and tokens is not rejected:
+                return tokens
+            if session.attempts <= seen:  # still in flight
+                raise RenewalFailed(
+                    f"cannot refresh {st.identity.name}: the provider has not answered the "
+                    f"refresh in {CALLER_WAIT:.0f} s",
+                    "kubetray keeps waiting for its answer: try again in a moment",
+                    session.problem,
+                )
+            raise self._failing(st, session, now)
+
+    def _failing(self, st: Entry, session: _Session, now: datetime) -> RenewalFailed:
+        """Why ``st`` has no valid token now: the renewal's failure and when it is tried again."""
+        tokens = session.tokens
+        problem = session.problem
+        if tokens is not None and tokens.expires_at <= now:
+            state = f"its token expired at {at(tokens.expires_at)}"
+        else:
+            state = "its token was refused"
+        retry = session.retry_at
+        later = f"; kubetray tries again at {at(retry)}" if retry and retry > now else ""
+        message = problem.message if problem else "the last refresh failed"
+        hint = problem.hint if problem else None
+        return RenewalFailed(
+            f"cannot refresh {st.identity.name} ({state}): {message}",
+            (hint or "see kubetray status") + later,
+            problem,
+        )
+
+    def _adopt(self, st: Entry, settings: OIDCSettings) -> None:
+        """Remember the settings that worked; a full disk costs that memory, not the tokens."""
+        try:
+            self.registry.adopt(st, settings)
+        except OSError as e:
+            log.warning("cannot remember the settings of %s: %s", st.identity.name, e)
+
+    def _fresh(self, session: _Session) -> None:
+        """A renewal or a login worked: no failure, backoff or refusal stands."""
+        session.problem, session.failures, session.retry_at = None, 0, None
+        session.refused, session.unsure = None, None
 
     def switch_account(self, st: Entry, conv: Conversation) -> TokenSet:
         """Log in again, with ``prompt=select_account`` where the provider offers it."""
@@ -408,8 +666,10 @@ class Logins:
         now: datetime,
         explicit: bool,
         auth_params: dict[str, str],
+        why: str | None = None,
     ) -> Login:
-        """Start the identity's login (caller holds its session lock) with ``conv`` joined."""
+        """Start the identity's login (caller holds its session lock) with ``conv`` joined.
+        ``why``: the reason a login is needed, when there is one to tell (a refused refresh)."""
         name = st.identity.name
         blocked = self._flights.blocked_reason(st.identity.key, now, settings)
         if blocked and not explicit:
@@ -421,7 +681,7 @@ class Logins:
             )
         browser = self._browser(settings.browser_command)
         if not self.desktop:
-            _check_reachable(name, settings, conv, browser)
+            _check_reachable(name, settings, conv, browser, why)
         login = Login(name, browser)
         login.origin = getattr(conv, "origin", None)
         login.auth_params = auth_params
@@ -431,6 +691,8 @@ class Logins:
         for observer in self.observers:
             observer.login_started(login)
         login.join(conv)  # before the login runs: its first prompt must find this caller
+        if why:
+            login.show(f"{name} needs a login: {why}")
 
         def finished(_error: AppError | None) -> None:
             for observer in self.observers:
@@ -439,8 +701,11 @@ class Logins:
         def keep(tokens: TokenSet) -> None:
             session = self._session(st)
             with session.lock:
-                self._save(st, session, tokens)
-            self.registry.adopt(st, settings)
+                session.generation += 1  # a refresh in flight answers for the old grant
+                self._fresh(session)
+                self._keep(st, session, tokens)
+            self._save_pending(st, session)
+            self._adopt(st, settings)
 
         self._flights.run(
             st.identity.key,
@@ -488,6 +753,10 @@ class Logins:
         if st is None:
             return None
         session = self._session(st)
+        with session.done:  # its answer holds the newest refresh token: the one to revoke
+            deadline = time.monotonic() + STOP_WAIT
+            while session.refreshing and (left := deadline - time.monotonic()) > 0:
+                session.done.wait(left)
         with session.lock:
             self._load(st, session)
             outcome = Revocation(False, "there were no tokens")
@@ -498,9 +767,14 @@ class Logins:
                     outcome = Revocation(False, e.message)
             if not outcome.revoked:
                 log.warning("did not revoke %s: %s", name, outcome.reason)
-            self._store.delete(_store_key(st.identity.key))
-            session.tokens = None
+            session.generation += 1
+            self._fresh(session)
+            self._keep(st, session, None)
             self._flights.unblock(st.identity.key)
+        self._store.delete(_store_key(st.identity.key))  # a failure is the caller's to hear
+        with session.lock:
+            if session.tokens is None:
+                session.unsaved = False
         return outcome
 
     def forget(self, name: str) -> bool:
@@ -511,42 +785,152 @@ class Logins:
         key = st.identity.key
         self._flights.forget(key)
         self.registry.remove(key)
+        self._scheduler.cancel(key)
         with self._lock:
             self._sessions.pop(key, None)
         return True
 
     # -- refresh ahead ----------------------------------------------------------------------
 
-    def _schedule(self, st: Entry, session: _Session, when: datetime | None = None) -> None:
-        tokens = session.tokens
-        if tokens is None or st.settings is None or not _renewable(tokens, st.settings):
-            return
-        self._scheduler.schedule(st.identity.key, when or tokens.refresh_due(self.margin))
+    def _schedule(self, st: Entry, session: _Session) -> None:
+        """Plan the next job of ``st`` (caller holds the session's lock): a store write that
+        failed, a retry after a failure, or the refresh ahead of expiry, whichever comes first."""
+        times = []
+        if session.unsaved and session.save_at is not None:
+            times.append(session.save_at)
+        tokens, settings = session.tokens, st.settings
+        if tokens is not None and settings is not None and self._renews(session, tokens, settings):
+            times.append(session.retry_at or self._due(session, tokens))
+        if times:
+            group = settings.issuer if settings else ""
+            self._scheduler.schedule(st.identity.key, min(times), group)
+        else:
+            self._scheduler.cancel(st.identity.key)
 
-    def _refresh_if_due(self, key: str) -> None:
+    def _due(self, session: _Session, tokens: TokenSet) -> datetime:
+        """When ``tokens`` are refreshed ahead: at 1.5 margins before expiry, less up to half a
+        margin at random (never in the first half of what is left), so identities logged in
+        together do not all come back at once."""
+        if session.due is not None and session.due[0] is tokens:
+            return session.due[1]
+        when = tokens.refresh_due(self.margin) - _spread(tokens, self.margin) * random.random()  # noqa: S311
+        session.due = (tokens, when)
+        return when
+
+    def _renew_job(self, key: str) -> None:
+        """What the scheduler runs for ``key``: save what the store lacks, then renew the
+        tokens if they are due (or a caller wants it), with nobody waiting on the lock."""
         st = self.registry.get(key)
         session = self._sessions.get(key)
         if st is None or st.settings is None or session is None:
             return  # forgotten meanwhile
+        self._save_pending(st, session)
         with session.lock:
             tokens = session.tokens
-            if tokens is None or not _renewable(tokens, st.settings):
-                return
+            settings = session.renew_with or st.settings
             now = self._clock()
-            if now < tokens.refresh_due(self.margin):
-                return  # refreshed meanwhile: a newer entry is scheduled
-            try:
-                if st.settings.machine:
-                    self._fetch_machine(st, session, st.settings)
+            wanted, session.wanted, session.renew_with = session.wanted, False, None
+            if (
+                tokens is None
+                or session.refreshing
+                or not self._renews(session, tokens, settings)
+                or (session.retry_at is not None and now < session.retry_at)
+                or (not wanted and session.retry_at is None and now < self._earliest(tokens))
+            ):
+                self._schedule(st, session)
+                return  # nothing to do now (another plan holds)
+            session.refreshing = True
+            generation = session.generation
+        fresh: TokenSet | None = None
+        error: AppError | None = None
+        try:
+            if settings.machine:
+                fresh = self.client(st, settings).client_credentials()
+            else:
+                fresh = self.client(st, settings).refresh(tokens)
+        except AppError as e:
+            error = e
+        except Exception as e:  # whatever it was, callers hear of it and it is tried again
+            log.exception("refresh of %s failed", st.identity.name)
+            error = AppError(f"the refresh failed: {type(e).__name__}")
+        told: tuple[str, bool] | None = None
+        try:
+            with session.lock:
+                session.refreshing = False
+                if session.generation != generation:
+                    log.info("dropping a refresh of %s: logged in or out since", st.identity.name)
+                elif fresh is not None:
+                    self._fresh(session)
+                    self._keep(st, session, fresh)
+                    session.refreshes += 1
+                    session.refreshed_at = self._clock()
+                    log.info("refreshed %s (valid until %s)", st.identity.name, fresh.expires_at)
                 else:
-                    self._refresh(st, session)
-            except AppError as e:
-                log.warning("refresh ahead of %s failed: %s", st.identity.name, e.message)
-                final = isinstance(e, RefreshRefused)  # asking again every 30 s will not help
-                for observer in self.observers:
-                    observer.refresh_failed(st.identity.name, e.message, final)
-                if tokens.expires_at > now and not final:
-                    self._schedule(st, session, now + RETRY_REFRESH)
+                    assert error is not None
+                    told = self._failed(st, session, tokens, error)
+            self._save_pending(st, session)  # the answer's refresh token, before anything else
+            if fresh is not None and session.generation == generation:
+                self._adopt(st, settings)
+        finally:
+            with session.done:
+                session.attempts += 1
+                session.done.notify_all()
+        if told is not None:
+            for observer in self.observers:
+                observer.refresh_failed(st.identity.name, *told)
+
+    def _failed(
+        self, st: Entry, session: _Session, sent: TokenSet, error: AppError
+    ) -> tuple[str, bool]:
+        """Take a failed renewal in (caller holds the session's lock): keep the refresh token
+        the provider rotated, drop one it refused, else back off. (reason, final) for the
+        observers."""
+        name = st.identity.name
+        now = self._clock()
+        answered = isinstance(error, RefreshFailed)
+        if isinstance(error, RefreshFailed):  # answered, rotated, but its answer is unusable
+            self._keep(st, session, error.tokens)
+            error = error.cause or error
+        if isinstance(error, RefreshRefused):
+            reason = error.message
+            lost = session.unsure
+            if lost is not None and lost[0] == sent.refresh_token:
+                reason = (
+                    "the provider rotated the refresh token but its answer was lost (the "
+                    f"refresh at {at(lost[1])} got no answer), so it refused the old one"
+                )
+            log.warning("%s needs a login: %s", name, reason)
+            current = session.tokens
+            self._fresh(session)
+            session.refused = reason
+            if current is not None and current.refresh_token:
+                self._keep(st, session, replace(current, refresh_token=None))
+            return reason, True
+        if isinstance(error, ProviderUnavailable) and error.unsure and not answered:
+            session.unsure = (sent.refresh_token or "", now)
+        session.failures += 1
+        session.problem = error
+        session.retry_at = now + _backoff(session.failures, RETRY_FIRST, RETRY_MAX)
+        self._schedule(st, session)
+        log.warning(
+            "refresh of %s failed (%d in a row; next try at %s): %s",
+            name,
+            session.failures,
+            at(session.retry_at),
+            error.one_line(),
+        )
+        return error.one_line(), False
+
+    def _earliest(self, tokens: TokenSet) -> datetime:
+        """The earliest refresh-ahead time ``_due`` can give ``tokens``."""
+        return tokens.refresh_due(self.margin) - _spread(tokens, self.margin)
+
+
+def _spread(tokens: TokenSet, floor: timedelta) -> timedelta:
+    """How far before its usual time a refresh ahead may be drawn: half a margin, but never
+    into the first half of the time left before it."""
+    margin = tokens.margin(floor)
+    return max(timedelta(0), min(margin / 2, (tokens.lifetime - margin * 1.5) / 2))
 
 
 def _renewable(tokens: TokenSet, settings: OIDCSettings) -> bool:
@@ -574,20 +958,17 @@ def no_id_token_note(tokens: TokenSet | None, settings: OIDCSettings | None) -> 
 
 
 def _check_reachable(
-    name: str, settings: OIDCSettings, conv: Conversation, browser: Browser
+    name: str, settings: OIDCSettings, conv: Conversation, browser: Browser, why: str | None
 ) -> None:
-    """Start a login only if it can finish: never one that nobody can see or answer."""
+    """Start a login only if it can finish: never one that nobody can see or answer.
+    ``why``: the reason a login is needed (a refused refresh), said first."""
     grant = settings.grant_type
     if grant == "password" and settings.username and settings.password:
         return  # needs nobody
     remedy = f'run "kubetray login {name}" in a terminal'
+    needed = f"login required for {name}" + (f": {why}" if why else "")
     if grant in ("password", "authcode-keyboard"):
         if not conv.interactive:
-            raise LoginRequired(
-                f"login required for {name}",
-                f"its login needs an answer typed in a terminal; {remedy}",
-            )
+            raise LoginRequired(needed, f"its login needs an answer typed in a terminal; {remedy}")
     elif not (conv.interactive or conv.visible or browser.available()):
-        raise LoginRequired(
-            f"login required for {name}", f"nothing here can show a login; {remedy}"
-        )
+        raise LoginRequired(needed, f"nothing here can show a login; {remedy}")

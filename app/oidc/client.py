@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from http.client import HTTPException
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlencode, urlsplit
 
@@ -20,7 +21,13 @@ from authlib.oauth2.client import OAuth2Client
 
 from app.identity import normalize_issuer
 from app.oidc import explain
-from app.oidc.errors import LoginError, RefreshFailed, RefreshRefused
+from app.oidc.errors import (
+    ClockSkew,
+    LoginError,
+    ProviderUnavailable,
+    RefreshFailed,
+    RefreshRefused,
+)
 from app.oidc.http import TIMEOUT, Session, TransportError, insecure_context, ssl_context
 from app.oidc.settings import Metadata, OIDCSettings
 from app.oidc.tokens import Revocation, TokenSet
@@ -31,6 +38,13 @@ if TYPE_CHECKING:
 DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
 CLOCK_SKEW = 30
 """Seconds of clock difference tolerated when checking an id_token's times."""
+REFRESH_TIMEOUT = 120.0
+"""Seconds a refresh waits for the provider's answer. Refreshes run ahead of expiry in the
+background, so nobody waits on them; giving up early would lose an answer the provider may
+already have sent, with the refresh token it rotated (and a strict provider then revokes the
+grant when the old one is presented again)."""
+UNSURE_STATUS = (502, 504)
+"""Gateway answers: the provider behind may have done the request."""
 
 
 class LoginUI(Protocol):
@@ -74,10 +88,27 @@ class _OAuth2(OAuth2Client):  # type: ignore[misc]  # authlib is untyped
             doc = None
         if isinstance(doc, dict) and "error" in doc:
             raise OAuthError(error=str(doc["error"]), description=doc.get("error_description"))
+        if resp.status_code >= 500:  # down or overloaded, not a refusal: said as such
+            raise TransportError(
+                f"HTTP {resp.status_code}", status=resp.status_code, body=resp.content
+            )
         if resp.status_code >= 400 or not isinstance(doc, dict):
             what = "no OAuth error in its answer" if resp.status_code >= 400 else "not JSON"
             raise OAuthError(error=f"HTTP {resp.status_code}", description=what)
         return super().parse_response_token(resp)
+
+
+def _unreachable(e: TransportError, url: str) -> LoginError:
+    """A request to ``url`` that got no usable answer, in a person's words (app.oidc.explain):
+    untrusted or wrong certificates are the user's to fix, the rest may pass."""
+    message, hint = explain.failure(e, url)
+    reason = e.reason
+    if isinstance(reason, ssl.SSLCertVerificationError):
+        return LoginError(message, hint)
+    sent = isinstance(reason, TimeoutError | ConnectionError | HTTPException) and not isinstance(
+        reason, ConnectionRefusedError
+    )  # the request may have gone out before the connection failed
+    return ProviderUnavailable(message, hint, unsure=e.status in UNSURE_STATUS or sent)
 
 
 def _error_text(e: OAuthError) -> str:
@@ -98,8 +129,8 @@ def _token_error(e: OAuthError, grant: str, has_secret: bool) -> LoginError:
         hint = f"the provider does not allow this client the {grant} grant"
     elif e.error == "invalid_grant" and grant == "refresh_token":
         return RefreshRefused(
-            f"the provider refused the {grant} token request ({_error_text(e)})",
-            "the refresh token was refused (expired or revoked): log in again",
+            f"the provider refused the refresh token ({_error_text(e)}): it expired or was revoked",
+            "log in again",
         )
     elif e.error == "invalid_grant" and grant == "authorization_code":
         hint = "check that the provider registered the redirect URI kubetray sent"
@@ -129,14 +160,17 @@ class OIDCClient:
             self._http = Session(tls, s.request_headers)
         return self._http
 
-    def _session(self, **kwargs: Any) -> _OAuth2:
+    def _session(self, scope: bool = True, **kwargs: Any) -> _OAuth2:
+        """authlib's client. ``scope`` False: none in token requests (a refresh: RFC 6749 §6,
+        the grant's scope is the login's; asking it again makes providers that dropped one,
+        such as oidc-provider's offline_access without prompt=consent, refuse the refresh)."""
         s = self.settings
         return _OAuth2(
             self._transport(),
             s.client_id,
             client_secret=s.client_secret,
             token_endpoint_auth_method="client_secret_basic" if s.client_secret else "none",
-            scope=" ".join(s.scopes),
+            scope=" ".join(s.scopes) if scope else None,
             code_challenge_method="S256",
             **kwargs,
         )
@@ -150,7 +184,7 @@ class OIDCClient:
             response.raise_for_status()
             doc = response.json()
         except TransportError as e:
-            raise LoginError(*explain.failure(e, url)) from None
+            raise _unreachable(e, url) from None
         except ValueError:
             raise LoginError(f"{url} did not return JSON", explain.NOT_JSON) from None
         if not isinstance(doc, dict):
@@ -263,13 +297,23 @@ class OIDCClient:
         if len(audiences) > 1 and claims.get("azp") not in (None, self.settings.client_id):
             problems.append(f"authorized party {claims.get('azp')!r} is not us")
         exp = claims.get("exp")
-        if not isinstance(exp, int | float) or exp + CLOCK_SKEW <= now:
-            problems.append("it has expired")
+        expired = not isinstance(exp, int | float) or exp + CLOCK_SKEW <= now
         iat = claims.get("iat")
-        if isinstance(iat, int | float) and iat - CLOCK_SKEW > now:
-            problems.append("it is issued in the future (check the clock)")
+        future = isinstance(iat, int | float) and iat - CLOCK_SKEW > now
         if nonce is not None and claims.get("nonce") != nonce:
             problems.append("its nonce is not the one this login sent")
+        if (expired or future) and not problems and isinstance(iat, int | float):
+            # A token the provider has just issued: its iat is the provider's clock, measured
+            offset = iat - now
+            if abs(offset) > CLOCK_SKEW:
+                detail = "the id_token it just issued " + (
+                    "is not valid yet here" if future else "has already expired here"
+                )
+                raise ClockSkew(offset, detail)
+        if expired:
+            problems.append("it has expired")
+        if future:
+            problems.append("it is issued in the future (check the clock)")
         if problems:
             raise LoginError("the provider's id_token is not acceptable: " + "; ".join(problems))
         return claims
@@ -303,13 +347,13 @@ class OIDCClient:
             },
         )
 
-    def _fetch(self, **kwargs: Any) -> dict[str, Any]:
+    def _fetch(self, timeout: float = TIMEOUT, scope: bool = True, **kwargs: Any) -> dict[str, Any]:
         meta = self.metadata()
-        session = self._session(redirect_uri=kwargs.pop("redirect_uri", None))
+        session = self._session(scope, redirect_uri=kwargs.pop("redirect_uri", None))
         try:
-            token = session.fetch_token(meta.token_endpoint, timeout=TIMEOUT, **kwargs)
+            token = session.fetch_token(meta.token_endpoint, timeout=timeout, **kwargs)
         except TransportError as e:
-            raise LoginError(*explain.failure(e, meta.token_endpoint)) from None
+            raise _unreachable(e, meta.token_endpoint) from None
         except OAuthError as e:
             grant = str(kwargs.get("grant_type", "token"))
             raise _token_error(e, grant, bool(self.settings.client_secret)) from None
@@ -441,7 +485,7 @@ class OIDCClient:
                 endpoint, grant_type=DEVICE_GRANT, device_code=device_code, timeout=TIMEOUT
             )
         except TransportError as e:
-            raise LoginError(*explain.failure(e, endpoint)) from None
+            raise _unreachable(e, endpoint) from None
         except OAuthError as e:
             if e.error in ("authorization_pending", "slow_down"):
                 raise _Pending(e.error == "slow_down") from None
@@ -481,23 +525,27 @@ class OIDCClient:
             )
         return self._token_set(response, None)
 
-    def refresh(self, tokens: TokenSet) -> TokenSet:
+    def refresh(self, tokens: TokenSet, timeout: float = REFRESH_TIMEOUT) -> TokenSet:
         """New tokens from the refresh token (which the provider may rotate).
 
-        Once the provider has answered, its new refresh token is never lost: if anything
-        after that fails, RefreshFailed carries it for the caller to keep. A refresh that
-        brings no id_token keeps the login's id_token, its expiry and its claims.
+        No ``scope``: the grant's own (RFC 6749 §6; kubelogin sends none either). Once the
+        provider has answered, its new refresh token is never lost: if anything after that
+        fails, RefreshFailed carries it for the caller to keep. A refresh that brings no
+        id_token keeps the login's id_token, its expiry and its claims. ``timeout``: long
+        (REFRESH_TIMEOUT), for callers that do not wait on it.
         """
         if not tokens.refresh_token:
             raise LoginError("there is no refresh token")
-        response = self._fetch(grant_type="refresh_token", refresh_token=tokens.refresh_token)
+        response = self._fetch(
+            timeout, False, grant_type="refresh_token", refresh_token=tokens.refresh_token
+        )
         rotated = response.get("refresh_token")
         try:
             fresh = self._token_set(response, None)
         except LoginError as e:
             if rotated and rotated != tokens.refresh_token:
                 kept = replace(tokens, refresh_token=rotated)
-                raise RefreshFailed(e.message, e.hint, kept) from None
+                raise RefreshFailed(e.message, e.hint, kept, e) from None
             raise
         if fresh.id_token or self.settings.use_access_token:
             return tokens.with_refresh(fresh)

@@ -10,6 +10,7 @@ for as long as it runs, and those weigh several MB for a few small requests per 
 import base64
 import binascii
 import functools
+import http.client
 import json
 import ssl
 import urllib.error
@@ -157,7 +158,7 @@ class Session:
         try:
             with self._opener.open(req, timeout=timeout) as answer:
                 return Response(answer.status, answer.headers, answer.read(), url)
-        except (urllib.error.URLError, OSError, ValueError) as e:
+        except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as e:
             reason = getattr(e, "reason", e)
             raise TransportError(
                 str(reason), reason if isinstance(reason, OSError) else e

@@ -60,6 +60,9 @@ class KeyringSecretStore:
         self._lock = threading.Lock()
         self._chosen: Any = None
         """The direct Secret Service backend, or False once keyring must choose."""
+        self._key: bytes | None = None
+        """The data key, once read: a sealed write after a refresh is the moment a crash can
+        lose a login, and one keyring round trip less makes it shorter."""
 
     # -- the keyring, behind a timeout and one error translation ----------------------------
 
@@ -76,6 +79,9 @@ class KeyringSecretStore:
         worker.start()
         worker.join(self._timeout)
         if worker.is_alive():
+            reset = getattr(self._chosen, "reset", None)
+            if reset is not None:  # that call holds the connection: the next takes a new one
+                reset()
             raise StoreUnavailable(
                 f"the OS keyring did not answer within {self._timeout:.0f} s",
                 "it may be waiting for an unlock prompt: unlock it and try again",
@@ -101,6 +107,10 @@ class KeyringSecretStore:
 
     def recheck(self) -> None:
         """Look for the keyring again at the next use (the session bus changed)."""
+        self._key = None
+        reset = getattr(self._chosen, "reset", None)
+        if reset is not None:
+            reset()
         self._chosen = None
         import sys
 
@@ -137,12 +147,15 @@ class KeyringSecretStore:
 
     # -- sealed files -------------------------------------------------------------------------
 
-    def _data_key(self) -> bytes:
+    def _data_key(self, fresh: bool = False) -> bytes:
+        if self._key is not None and not fresh:
+            return self._key
         encoded = self._get_item(DATA_KEY_ITEM)
         if encoded is None:
             encoded = base64.b64encode(AESGCM.generate_key(bit_length=256)).decode()
             self._set_item(DATA_KEY_ITEM, encoded)
-        return base64.b64decode(encoded)
+        self._key = base64.b64decode(encoded)
+        return self._key
 
     def _sealed_path(self, key: str) -> str:
         name = hashlib.sha256(key.encode()).hexdigest()[:32] + ".sealed"
@@ -168,13 +181,17 @@ class KeyringSecretStore:
                 f"the sealed secret file for {key} is missing ({path})",
                 "store the credential again",
             ) from None
-        try:
-            return AESGCM(self._data_key()).decrypt(blob[:12], blob[12:], key.encode())
-        except Exception:
-            raise SecretLost(
-                f"the sealed secret file for {key} does not decrypt with the keyring's key",
-                "store the credential again",
-            ) from None
+        for fresh in (False, True):  # the key kept may be stale: once more with the keyring's
+            try:
+                return AESGCM(self._data_key(fresh)).decrypt(blob[:12], blob[12:], key.encode())
+            except StoreError:
+                raise
+            except Exception:  # noqa: S112 - any failure to decrypt says the same
+                continue
+        raise SecretLost(
+            f"the sealed secret file for {key} does not decrypt with the keyring's key",
+            "store the credential again",
+        )
 
     # -- SecretStore --------------------------------------------------------------------------
 

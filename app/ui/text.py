@@ -142,7 +142,8 @@ def state_line(identity: IdentityStatus) -> str:
     if not reason:
         return text
     if identity.state is State.NEEDS_LOGIN:
-        text = "login failed"
+        # a refused refresh token is no failed login; the reason says what happened
+        text = "log in again" if identity.refresh_error else "login failed"
     if len(reason) > REASON_IN_ROW:
         reason = reason[: REASON_IN_ROW - 1].rstrip() + "…"
     return f"{text}: {reason}"

@@ -186,7 +186,7 @@ class GetCredential:
                     st, opts, conv, cluster=cluster, skip_cache=skip_cache
                 )
             # The answer, in the version kubectl asked for.
-            answer: Answer = (0, render(info, credential), "")
+            answer: Answer = (0, render(info, credential), credential.warning or "")
         except (ExecInfoError, options.OptionsError) as e:
             answer = (1, "", str(e))
         except AppError as e:

@@ -1,12 +1,15 @@
 // The real OpenID Provider for kubetray's tests: npm oidc-provider on 127.0.0.1, port 0.
-// Prints one JSON line {"issuer": ...} when ready. Settings come as one JSON argument:
+// Prints one JSON line {"issuer": ..., "direct": its own address} when ready. Settings come as one JSON argument:
 //   {"ttl": {"AccessToken": 60, "IdToken": 60, ...}, "extraClients": [...], "password": true,
 //    "dateSkew": 300, "noIdTokenOnRefresh": true, "revocationNeedsClientAuth": true,
 //    "signingAlg": "ES256", (RS256 by default; PS256, ES256, EdDSA or Ed25519 for id_tokens)
 //    "clientCredentials": true}  (a confidential client "machine", secret "machine-secret",
 //    for the client credentials grant; with resource=https://kubernetes.test its access
 //    token is a JWT for audience "kubernetes", as an API server can verify with the JWKS),
-//    "allowedOrigins": ["https://portal.example"]}  (CORS: Origin headers the token endpoint takes)
+//    "allowedOrigins": ["https://portal.example"]  (CORS: Origin headers the token endpoint takes)
+//    "issuer": "https://127.0.0.1:PORT"  (the URL clients use: a proxy in front, tests/fault_proxy.py;
+//    the provider then builds its endpoints from the X-Forwarded-* headers the proxy sends)
+//    "clockOffset": 90}  (seconds the provider's clock is ahead; GET /test/clock?offset=S moves it)
 // Logins use oidc-provider's devInteractions pages: any login name, any password.
 // GET /test/counts: token requests by grant type; GET /test/headers: every request's headers.
 import { generateKeyPairSync } from 'node:crypto';
@@ -14,6 +17,12 @@ import http from 'node:http';
 import Provider, { errors } from 'oidc-provider';
 
 const settings = JSON.parse(process.argv[2] || '{}');
+
+// The provider's own clock (oidc-provider and its JWTs read Date.now): ahead by clockOffset s,
+// and movable while it runs (a laptop that slept sees the provider's time jump too).
+let clockOffset = Number(settings.clockOffset || 0);
+const realNow = Date.now.bind(Date);
+Date.now = () => realNow() + clockOffset * 1000;
 const ttl = { AccessToken: 3600, IdToken: 3600, RefreshToken: 86400, DeviceCode: 600,
   Grant: 86400, Session: 86400, Interaction: 600, ClientCredentials: 3600, ...(settings.ttl || {}) };
 
@@ -48,7 +57,7 @@ async function findAccount(ctx, id) {
 
 const server = http.createServer();
 await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
-const issuer = `http://127.0.0.1:${server.address().port}`;
+const issuer = settings.issuer || `http://127.0.0.1:${server.address().port}`;
 
 // A confidential client that gets tokens for itself (RFC 6749 §4.4), no person, no redirect.
 const machineClient = {
@@ -125,6 +134,8 @@ const provider = new Provider(issuer, {
   },
 });
 
+if (settings.issuer) provider.proxy = true;  // behind tests/fault_proxy.py: trust X-Forwarded-*
+
 if (settings.password) {
   // Resource owner password grant (RFC 6749 §4.3), which oidc-provider leaves to the deployer.
   // Accepts a user when the password is "pw-<user>".
@@ -192,8 +203,17 @@ server.on('request', (req, res) => {
   if (!req.url.startsWith('/test/')) {
     seen.push({ method: req.method, path: req.url.split('?')[0], headers: req.headers });
   }
-  if (settings.dateSkew) {  // a provider whose clock is off by dateSkew seconds
+  if (settings.dateSkew) {  // a provider whose Date header is off by dateSkew seconds
     res.setHeader('date', new Date(Date.now() + settings.dateSkew * 1000).toUTCString());
+  } else if (clockOffset) {  // node's own Date header reads the real clock
+    res.setHeader('date', new Date(Date.now()).toUTCString());
+  }
+  if (req.url.startsWith('/test/clock')) {
+    const offset = new URL(req.url, 'http://x').searchParams.get('offset');
+    if (offset !== null) clockOffset = Number(offset);
+    res.setHeader('content-type', 'application/json');
+    res.end(JSON.stringify({ offset: clockOffset }));
+    return;
   }
   if (req.url === '/test/counts') {
     res.setHeader('content-type', 'application/json');
@@ -202,4 +222,4 @@ server.on('request', (req, res) => {
   }
   callback(req, res);
 });
-process.stdout.write(`${JSON.stringify({ issuer })}\n`);
+process.stdout.write(`${JSON.stringify({ issuer, direct: `http://127.0.0.1:${server.address().port}` })}\n`);

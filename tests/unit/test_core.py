@@ -44,6 +44,9 @@ class FakeProvider:
         self.auth_params: list[dict[str, str]] = []
         self.id_token_on_refresh = True
         self.bad_id_token_on_refresh = False
+        self.answer = threading.Event()
+        """Cleared: refreshes wait for it (a provider slow to answer)."""
+        self.answer.set()
 
     def client(self, settings: OIDCSettings, clock: object) -> "FakeClient":
         return FakeClient(self, settings)
@@ -81,6 +84,7 @@ class FakeClient:
         return self.password(ui)
 
     def refresh(self, tokens: TokenSet) -> TokenSet:
+        self.p.answer.wait(10)
         rt = tokens.refresh_token
         if rt not in self.p.valid_refresh:  # a strict provider: reuse revokes the grant
             raise LoginError(f"refresh token reused: {rt}")
@@ -225,8 +229,8 @@ def test_refresh_ahead_rotates_and_never_presents_a_used_token(
     st = broker.identity(resolve(ARGS))
     for n in range(1, 6):
         clock.advance(minutes=55)  # past refresh_due (expiry - 1.5 x 6 min)
-        logins._refresh_if_due(st.identity.key)  # what the scheduler thread does
-        logins._refresh_if_due(st.identity.key)  # a second wake-up finds nothing due
+        logins._renew_job(st.identity.key)  # what the scheduler thread does
+        logins._renew_job(st.identity.key)  # a second wake-up finds nothing due
         assert len(provider.refreshes) == n
         assert token(broker) == f"id-1-{n}"
     assert len(set(provider.refreshes)) == 5 and provider.logins == 1
@@ -236,7 +240,7 @@ def test_refresh_ahead_rotates_and_never_presents_a_used_token(
     try:
         again = restarted.find(st.identity.name)
         assert again is not None
-        clock.advance(minutes=55)
+        clock.advance(minutes=61)  # expired: the caller waits for the refresh
         assert restarted.token(again, Terminal()).id_token == "id-1-6"
     finally:
         restarted.stop()
@@ -250,10 +254,10 @@ def test_a_refresh_without_id_token_keeps_the_rotated_token_and_says_so(
     st = broker.identity(resolve(ARGS))
     provider.id_token_on_refresh = False
     clock.advance(minutes=55)
-    logins._refresh_if_due(st.identity.key)  # refresh ahead: rotated, no id_token
+    logins._renew_job(st.identity.key)  # refresh ahead: rotated, no id_token
     assert provider.refreshes == ["rt-1-0"] and stored_refresh_token(store, st) == "rt-1-1"
     assert token(broker) == "id-1-0"  # the login's id_token is still valid for minutes
-    logins._refresh_if_due(st.identity.key)  # nothing scheduled again: it would not help
+    logins._renew_job(st.identity.key)  # nothing scheduled again: it would not help
     assert provider.refreshes == ["rt-1-0"]
     note = broker.status()[0].note
     assert note and "no id_token on refresh" in note and "--oidc-use-access-token" in note
@@ -270,19 +274,35 @@ def test_a_refresh_that_fails_after_rotation_never_loses_the_new_token(
     st = broker.identity(resolve(ARGS))
     provider.bad_id_token_on_refresh = True
     clock.advance(minutes=55)
-    logins._refresh_if_due(st.identity.key)
+    logins._renew_job(st.identity.key)
     assert stored_refresh_token(store, st) == "rt-1-1"  # kept in the store
     provider.bad_id_token_on_refresh = False
     clock.advance(seconds=30)
-    logins._refresh_if_due(st.identity.key)  # the retry presents the rotated token
+    logins._renew_job(st.identity.key)  # the retry presents the rotated token
     assert provider.refreshes == ["rt-1-0", "rt-1-1"]
     assert token(broker) == "id-1-2"
 
 
-def test_a_stale_token_is_refreshed_by_its_caller_once(core, provider, clock) -> None:  # type: ignore[no-untyped-def]
+def test_a_stale_token_is_served_while_one_refresh_runs_behind(core, provider, clock) -> None:  # type: ignore[no-untyped-def]
     broker, _ = core
     token(broker)
-    clock.advance(minutes=59)
+    clock.advance(minutes=59)  # within the margin, still valid: nobody waits on the provider
+    provider.answer.clear()
+    start = time.monotonic()
+    with ThreadPoolExecutor(20) as pool:
+        results = set(pool.map(lambda _: token(broker), range(20)))
+    assert results == {"id-1-0"} and time.monotonic() - start < 2
+    provider.answer.set()
+    deadline = time.monotonic() + 5
+    while token(broker) != "id-1-1" and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert token(broker) == "id-1-1" and provider.refreshes == ["rt-1-0"]
+
+
+def test_an_expired_token_waits_for_one_refresh(core, provider, clock) -> None:  # type: ignore[no-untyped-def]
+    broker, _ = core
+    token(broker)
+    clock.advance(minutes=61)
     with ThreadPoolExecutor(20) as pool:
         results = set(pool.map(lambda _: token(broker), range(20)))
     assert results == {"id-1-1"} and provider.refreshes == ["rt-1-0"]
@@ -366,3 +386,166 @@ def test_unreadable_tokens_mean_a_login_not_a_dead_end(tmp_path, clock, provider
         assert token(broker) == "id-1-0" and provider.logins == 1
     finally:
         logins.stop()
+
+
+class FailingClient(FakeClient):
+    """The provider's refresh fails the way ``provider.refresh_error`` says."""
+
+    def refresh(self, tokens: TokenSet) -> TokenSet:
+        error = getattr(self.p, "refresh_error", None)
+        if error is not None:
+            self.p.refreshes.append(tokens.refresh_token or "")
+            raise error
+        return super().refresh(tokens)
+
+
+@pytest.fixture
+def failing(tmp_path: Path, store: MemorySecretStore, clock: Clock, provider: FakeProvider):  # type: ignore[no-untyped-def]
+    registry = Registry(str(tmp_path / "ids.json"))
+    logins = Logins(
+        store, registry, clock, browser=NoBrowser, client=lambda s, c: FailingClient(provider, s)
+    )
+    broker = Broker(StoredCredentials(store, str(tmp_path / "s.json")), registry, logins, clock)
+    yield broker, logins
+    logins.stop()
+
+
+def run_for(logins: Logins, st: Entry, clock: Clock, seconds: int) -> None:
+    """What the scheduler does over ``seconds`` of the fake clock: a wake-up every second."""
+    for _ in range(seconds):
+        clock.advance(seconds=1)
+        logins._renew_job(st.identity.key)
+
+
+def test_a_failing_refresh_backs_off_and_never_storms(failing, provider, clock) -> None:  # type: ignore[no-untyped-def]
+    from app.oidc.errors import ProviderUnavailable
+
+    broker, logins = failing
+    token(broker)
+    st = broker.identity(resolve(ARGS))
+    provider.refresh_error = ProviderUnavailable("nothing answers at idp.test:443")
+    clock.advance(minutes=51)  # the refresh is due
+    run_for(logins, st, clock, 180)
+    assert 5 <= len(provider.refreshes) <= 8  # 2, 4, 8, 16, 32, 60, 60 s (+ up to half)
+    status = broker.status()[0]
+    assert status.refresh_error and "nothing answers" in status.refresh_error
+    assert status.retry_at is not None and status.state is State.EXPIRING  # still valid
+    provider.refresh_error = None
+    run_for(logins, st, clock, 95)
+    assert token(broker) != "id-1-0" and broker.status()[0].refresh_error is None
+
+
+def test_a_rejected_answer_after_rotation_keeps_the_new_token_and_backs_off(
+    failing, provider, clock, store
+) -> None:  # type: ignore[no-untyped-def]
+    """The storm of a clock 90 s apart: the answer is refused after the provider rotated, and
+    the next try was due in the past. Now: the rotated token kept, the next try after a pause."""
+    broker, logins = failing
+    token(broker)
+    st = broker.identity(resolve(ARGS))
+    provider.bad_id_token_on_refresh = True
+    clock.advance(minutes=51)
+    run_for(logins, st, clock, 60)
+    assert 4 <= len(provider.refreshes) <= 6  # not one a wake-up
+    assert len(set(provider.refreshes)) == len(provider.refreshes)  # none presented twice
+    assert stored_refresh_token(store, st) == f"rt-1-{len(provider.refreshes)}"
+
+
+def test_a_refused_refresh_token_is_dropped_once_and_a_login_is_asked_with_why(
+    failing, provider, clock, store
+) -> None:  # type: ignore[no-untyped-def]
+    from app.oidc.errors import RefreshRefused
+
+    broker, logins = failing
+    token(broker)
+    st = broker.identity(resolve(ARGS))
+    provider.refresh_error = RefreshRefused("the provider refused the refresh token (x)")
+    clock.advance(minutes=51)
+    run_for(logins, st, clock, 120)
+    assert provider.refreshes == ["rt-1-0"]  # presented once, then dropped
+    assert stored_refresh_token(store, st) is None
+    status = broker.status()[0]
+    assert status.state is State.NEEDS_LOGIN and status.error
+    assert "refused the refresh token" in status.error
+    clock.advance(minutes=10)  # the id_token has expired: a caller needs a login
+    with pytest.raises(LoginRequired, match=r"login required for .*: the provider refused"):
+        opts = resolve(ARGS)
+        broker.get_credential(broker.identity(opts), opts, SilentCaller())
+
+
+class LockedStore(MemorySecretStore):
+    """A keyring that refuses writes while locked."""
+
+    locked = False
+
+    def set(self, key: str, value: bytes) -> None:
+        if self.locked:
+            from app.errors import StoreUnavailable
+
+            raise StoreUnavailable("the OS keyring is locked", "unlock it and try again")
+        super().set(key, value)
+
+
+def test_a_locked_store_keeps_every_token_in_memory_and_catches_up(
+    tmp_path, clock, provider
+) -> None:  # type: ignore[no-untyped-def]
+    store = LockedStore()
+    broker, logins = make(tmp_path, store, clock, provider)  # type: ignore[arg-type]
+    try:
+        token(broker)
+        st = broker.identity(resolve(ARGS))
+        store.locked = True
+        for n in range(1, 4):
+            clock.advance(minutes=55)
+            logins._renew_job(st.identity.key)
+            assert token(broker) == f"id-1-{n}"  # served from memory, never dropped
+        assert broker.status()[0].store_error == "the OS keyring is locked; unlock it and try again"
+        assert stored_refresh_token(store, st) == "rt-1-0"
+        store.locked = False
+        clock.advance(seconds=60)
+        logins._renew_job(st.identity.key)  # the retry of the write
+        assert stored_refresh_token(store, st) == "rt-1-3"
+        assert broker.status()[0].store_error is None
+    finally:
+        logins.stop()
+
+
+def test_the_scheduler_runs_two_per_provider_and_four_in_all() -> None:
+    from datetime import UTC
+
+    now = datetime.now(UTC)
+    lock = threading.Lock()
+    running: dict[str, int] = {}
+    most: dict[str, int] = {}
+    peak = [0]
+    done = threading.Semaphore(0)
+    slow_provider = threading.Event()
+
+    def run(key: str) -> None:
+        group = key.split("/")[0]
+        with lock:
+            running[group] = running.get(group, 0) + 1
+            most[group] = max(most.get(group, 0), running[group])
+            peak[0] = max(peak[0], sum(running.values()))
+        if group == "slow":
+            slow_provider.wait(5)  # a provider that does not answer
+        else:
+            time.sleep(0.01)
+        with lock:
+            running[group] -= 1
+        done.release()
+
+    sched = RefreshScheduler(lambda: now, run)
+    for i in range(6):
+        sched.schedule(f"slow/{i}", now, "slow")
+    for group in ("a", "b"):
+        for i in range(10):
+            sched.schedule(f"{group}/{i}", now, group)
+    sched.start()
+    try:
+        for _ in range(20):  # every job of the answering providers, while "slow" hangs
+            assert done.acquire(timeout=5)
+        assert most == {"slow": 2, "a": 2, "b": 2} and peak[0] <= 4
+    finally:
+        slow_provider.set()
+        sched.stop()

@@ -33,3 +33,33 @@ def test_an_agent_of_another_version_is_a_warning_with_the_restart() -> None:
     )
     assert older.ok and older.warn and older.remedy and "kubetray restart" in older.remedy
     assert f"this kubetray is {VERSION}: it restarts into it once the login to prod" in older.detail
+
+
+def test_identities_the_agent_cannot_renew_or_save_are_failed_checks() -> None:
+    from app.doctor import check_identities
+
+    status = {
+        "identities": [
+            {"name": "ok", "state": "ready"},
+            {
+                "name": "down",
+                "state": "ready",
+                "refresh_error": "nothing answers at idp:443 (connection refused); check ...",
+            },
+            {
+                "name": "refused",
+                "state": "needs login",
+                "refresh_error": "the provider refused the refresh token (invalid_grant)",
+            },
+            {"name": "locked", "state": "ready", "store_error": "the OS keyring is locked"},
+        ]
+    }
+    checks = list(check_identities(lambda: status))
+    assert [(c.name, c.ok) for c in checks] == [
+        ("identity down", False),
+        ("identity refused", False),
+        ("identity locked", False),
+    ]
+    assert checks[0].detail.startswith("cannot refresh its token: nothing answers")
+    assert checks[1].remedy == "run: kubetray login refused"
+    assert "in memory only: the OS keyring is locked" in checks[2].detail
