@@ -171,11 +171,23 @@ def check_agent(status: Callable[[], dict[str, Any]]) -> Check:
             "start kubetray (the tray app) or kubetray agent; kubetray-exec also starts it",
         )
     agent = doc.get("agent") or {}
-    detail = f"running (pid {agent.get('pid')}, kubetray {agent.get('version')})"
+    build = f", build {agent['build']}" if agent.get("build") else ""
+    detail = f"running (pid {agent.get('pid')}, kubetray {agent.get('version')}{build})"
     if agent.get("store"):
         from app.store.choice import describe
 
         detail += f"; tokens in {describe(agent)}"
+    if agent.get("version") != __version__:
+        pending = agent.get("restart") or {}
+        waits = pending.get("waits_for") if isinstance(pending, dict) else None
+        return Check(
+            "agent",
+            True,
+            f"{detail}; this kubetray is {__version__}"
+            + (f": it restarts into it once {waits}" if waits else ""),
+            "kubetray restart (it waits for logins in progress)",
+            warn=True,
+        )
     return Check("agent", True, detail)
 
 

@@ -3,6 +3,7 @@
 Reached only when the fast path cannot answer, so imports here cost nothing that matters.
 """
 
+import contextlib
 import os
 import shlex
 import shutil
@@ -22,10 +23,26 @@ START_TIMEOUT = 10.0
 def print_help(args: list[str]) -> int:
     """``--help`` and ``--version``."""
     if "--version" in args:
-        sys.stdout.write(f"kubetray-exec {protocol.VERSION}\n")
+        from exec_helper.version import describe
+
+        sys.stdout.write(f"kubetray-exec {describe()}\n")
     else:
         build_parser().print_help(sys.stdout)
     return 0
+
+
+def retire_older_agent() -> None:
+    """The agent is older than 0.2 (its hello names no version): it cannot notice that kubetray
+    was upgraded and keeps running the old code. Ask it to stop once no login is in flight (a
+    request it knows); the next call starts the kubetray installed now, which reads its logins
+    back from the keyring. Not through an SSH forward: that agent is the desktop's business."""
+    if paths.forwarded_socket():
+        return
+    from exec_helper.exchange import exchange
+
+    stop = protocol.encode({"op": "stop", "when_idle": True})
+    with contextlib.suppress(HelperError):  # it is going anyway, or the next call asks again
+        exchange(stop, talk=False)
 
 
 def agent_command() -> list[str]:

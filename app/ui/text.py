@@ -168,3 +168,17 @@ CAPABILITY_WORDS = {
 def capability_words(name: str) -> str:
     """A provider capability as Add cluster lists it."""
     return CAPABILITY_WORDS.get(name, name)
+
+
+def about_text() -> str:
+    """The About box: which kubetray, which build, from where."""
+    from exec_helper import version
+
+    where = version.build_file() or "a development install (no build file)"
+    return (
+        f"kubetray {version.VERSION}\n"
+        + (f"build {version.BUILD}\n" if version.BUILD else "")
+        + f"Python {sys.version.split()[0]}\n{where}\n\n"
+        "Kubernetes logins from your desktop. After an upgrade kubetray restarts by itself "
+        "once no login is in flight and its windows are closed."
+    )

@@ -191,8 +191,10 @@ def test_google_refreshes_without_rotation_and_a_workspace_reauth_asks_for_a_log
         urllib.request.urlopen(google.issuer + "/test/reauth?email=alice@gmail.test").close()
         after = kt.run_helper(*args, "--force-refresh", extra_env=env)  # as after a 401
         assert after.returncode == 0, after.stderr
-        assert "google needs a login: Google asks you to sign in again: your organisation's " \
-            "session control ended this login" in after.stderr, after.stderr
+        assert (
+            "google needs a login: Google asks you to sign in again: your organisation's "
+            "session control ended this login" in after.stderr
+        ), after.stderr
         assert counts(google).get("authorization_code") == 2
         # The new login asked for consent: kubetray held no refresh token any more.
         opened = [e["url"] for e in browser_log(browser) if e["event"] == "opened"]
