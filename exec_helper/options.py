@@ -150,6 +150,11 @@ class OptionsError(ValueError):
     """An argument or a per-cluster setting kubetray-exec cannot use."""
 
 
+class UnknownArgument(OptionsError):
+    """An argument none of kubetray-exec's own flags is: a typo, or another tool's command
+    line, which a provider in the agent may read (app.providers): said by the agent."""
+
+
 _FIELDS = {f.name.replace("_", "-"): f for f in dataclasses.fields(HelperOptions)}
 _TRUE = {"true", "1", "yes", "t"}
 _FALSE = {"false", "0", "no", "f"}
@@ -250,16 +255,6 @@ def _refuse(flags: list[str]) -> None:
         raise OptionsError(REFUSED[flags[0]][1].format(flag=flags[0]))
 
 
-def provider_command(args: list[str]) -> bool:
-    """A cloud tool's command line that one of the agent's providers reads (app.providers), not
-    kubelogin's flags: ``aws eks get-token ...`` (the AWS CLI's global flags may come first) and
-    ``aws-iam-authenticator token ...``. kubetray-exec leaves those to the agent."""
-    if args[:1] == ["token"]:
-        return True
-    words = [a for a in args if not a.startswith("-")]
-    return any(words[i : i + 2] == ["eks", "get-token"] for i in range(len(words) - 1))
-
-
 def strip_subcommand(args: list[str]) -> list[str]:
     """Drop kubelogin's leading ``get-token`` or ``oidc-login get-token``."""
     if args[:2] == ["oidc-login", "get-token"]:
@@ -297,9 +292,10 @@ def parse_args(args: list[str]) -> dict[str, Any]:
         ]
     )
     if rest:
-        raise OptionsError(
-            f"unknown argument {rest[0]!r}: kubetray-exec takes the kubelogin get-token flags and "
-            "--stored NAME (see kubetray-exec --help)"
+        raise UnknownArgument(
+            f"unknown argument {rest[0]!r}: kubetray-exec takes the kubelogin get-token flags, "
+            "--stored NAME, or gke-gcloud-auth-plugin's command line after its name (see "
+            "kubetray-exec --help)"
         )
     fields = {f.name: f for f in dataclasses.fields(HelperOptions)}
     return {

@@ -198,7 +198,10 @@ class AwsProvider:
         return Wanted(AwsSettings(command, source), local_paths=local)
 
     def from_index(self, doc: Mapping[str, Any]) -> AwsSettings:
-        return _from_index(doc)
+        try:
+            return _from_index(doc)
+        except (KeyError, AttributeError) as e:  # the interface says ValueError, TypeError
+            raise ValueError(f"not an AWS identity's settings: {e}") from None
 
     def client(self, settings: Any, clock: Clock) -> "AwsLogin":
         from app.providers.aws.login import AwsLogin

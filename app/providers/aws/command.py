@@ -86,12 +86,12 @@ class EksCommand:
 
 
 def recognises(args: list[str]) -> bool:
-    """Is this an EKS command line (the AWS CLI's ``eks get-token``, the authenticator's
-    ``token``)? Cheap: no parsing of flags. kubetray-exec asks the same before it starts an
-    agent (it validates only kubelogin's flags itself)."""
-    from exec_helper.options import provider_command
-
-    return provider_command(args)
+    """Is this an EKS command line (the AWS CLI's ``eks get-token``, its global flags possibly
+    first; the authenticator's ``token``)? Cheap: no parsing of flags."""
+    if args[:1] == ["token"]:
+        return True
+    words = [a for a in args if not a.startswith("-")]
+    return any(words[i : i + 2] == ["eks", "get-token"] for i in range(len(words) - 1))
 
 
 def caller_env(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
