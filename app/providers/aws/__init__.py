@@ -224,13 +224,17 @@ class AwsProvider:
         return bool(tokens.refresh_token and tokens.state.get("clientId"))
 
     def describe(self, settings: Any, tokens: TokenSet | None) -> Shown:
+        """Who: the IAM Identity Center session (or the profile); then what tells its uses
+        apart, short (the tray's line): account and role, a role assumed on top. The portal's
+        URL is the issuer; doctor shows the rest."""
         s: AwsSettings = settings
-        details = list(s.source.describe())
+        details = [(k, v) for k, v in s.source.describe() if k in ("account", "role", "assumes")]
         if s.command.role_arn:
             details.append(("assumes", s.command.role_arn))
-        details.append(("cluster", s.command.cluster_id))
-        if s.command.region:
-            details.append(("region", s.command.region))
+        if not s.sso:
+            details += [
+                (k, v) for k, v in s.source.describe() if k in ("access key", "credentials")
+            ]
         who = (s.sso.name or s.sso.start_url) if s.sso else s.source.profile
         return Shown(who=who, issuer=s.sso.start_url if s.sso else None, details=tuple(details))
 

@@ -84,11 +84,9 @@ class Source:
     access_key_id: str | None = None
 
     def describe(self) -> list[tuple[str, str]]:
-        """(label, value) pairs for status, doctor and the tray; no secret."""
-        out = [("profile", self.profile)]
-        if self.sso:
-            out.append(("sso session", self.sso.name or self.sso.start_url))
-            out.append(("start url", self.sso.start_url))
+        """(label, value) pairs for status, doctor and the tray, what tells logins apart first
+        (the tray's line is short); no secret."""
+        out = []
         if self.account_id:
             out.append(("account", self.account_id))
         if self.role_name:
@@ -97,6 +95,10 @@ class Source:
             out.append(("assumes", arn))
         if self.access_key_id:
             out.append(("access key", self.access_key_id))
+        out.append(("profile", self.profile))
+        if self.sso:
+            out.append(("sso session", self.sso.name or self.sso.start_url))
+            out.append(("start url", self.sso.start_url))
         if not self.sso and not self.access_key_id:
             out.append(("credentials", self.kind))
         return out
