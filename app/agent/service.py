@@ -133,7 +133,12 @@ class CallerConversation:
         self._frame({"type": protocol.KEEPALIVE})
 
     def device_code(self, user_code: str, uri: str) -> None:
-        pass  # tell() already put it on the caller's terminal
+        """tell() already put the code and the link on the caller's terminal; where a person
+        reads it, a QR code of the link follows (a phone opens it: a server, an SSH session)."""
+        if self.visible and uri:
+            shown = terminal_qr(uri)
+            if shown:
+                self.tell(f"or scan this with your phone:\n{shown}")
 
     def ask(self, text: str, secret: bool) -> str | None:
         if not self.interactive or self.gone:
@@ -363,3 +368,20 @@ def _record_dict(rec: CallRecord) -> dict[str, Any]:
     doc = asdict(rec)
     doc["time"] = rec.time.isoformat()
     return doc
+
+
+def terminal_qr(text: str) -> str | None:
+    """``text`` as a QR code in Unicode half blocks, no colours (segno), or None if it does not
+    fit one (a link over about 300 characters)."""
+    import io
+
+    import segno
+
+    try:
+        code = segno.make(text, error="l", micro=False)
+    except (ValueError, segno.DataOverflowError):
+        return None
+    out = io.StringIO()
+    code.terminal(out=out, compact=True, border=2)
+    return out.getvalue().rstrip("\n")
+

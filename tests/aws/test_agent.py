@@ -176,6 +176,7 @@ def test_iam_identity_center_login_once_for_every_caller(
         stop.set()
     assert login.returncode == 0, login.stderr
     assert files.start_url in login.stderr and "/device?user_code=" in login.stderr
+    assert "or scan this with your phone:\n█" in login.stderr  # the link as a QR code
     # 12 callers at once, through two profiles on the same portal: no second login
     (tmp_path / "ro").mkdir()
     readonly = imported(
