@@ -384,4 +384,3 @@ def terminal_qr(text: str) -> str | None:
     out = io.StringIO()
     code.terminal(out=out, compact=True, border=2)
     return out.getvalue().rstrip("\n")
-
