@@ -66,3 +66,22 @@ def test_botocore_is_loaded_only_when_an_aws_identity_is_used() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_the_agent_keeps_a_bounded_number_of_aws_worlds(tmp_path: Path) -> None:
+    """A caller whose environment changes every call (a session token rotated in its env) must
+    not grow the agent: worlds and role caches are kept for the most recent ones only."""
+    from app.providers.aws.engine import MAX_WORLDS, Engine
+
+    engine = Engine(lambda _s: None)
+    none = str(tmp_path / "none")
+    for n in range(MAX_WORLDS + 8):
+        env = {
+            "AWS_ACCESS_KEY_ID": f"AKIA{n:016d}",
+            "AWS_SECRET_ACCESS_KEY": "x",
+            "AWS_CONFIG_FILE": none,
+            "AWS_SHARED_CREDENTIALS_FILE": none,
+        }
+        engine.world(parse(["eks", "get-token", "--cluster-name", "d"], env))
+    assert len(engine._worlds) == MAX_WORLDS
+    assert len(engine._role_caches) <= 2 * MAX_WORLDS

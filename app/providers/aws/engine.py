@@ -12,6 +12,7 @@ which the broker keeps (in memory, and in the secret store).
 
 import os
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -24,6 +25,10 @@ from app.providers.aws.profiles import ProfileError, SsoSession, identity_key
 from app.providers.aws.sso import BotocoreTokenView, SsoClient, SsoTokens, error_code, said
 from app.providers.aws.token import EksToken, presign_client, sign
 from app.providers.base import TokensRefused
+
+MAX_WORLDS = 32
+"""Worlds kept (the least recently used goes first): one per kubeconfig user's command and
+environment, which a caller may vary without end (a session token rotated in its env)."""
 
 
 class NeedsLogin(LoginError):
@@ -277,8 +282,8 @@ class Engine:
     def __init__(self, sso_tokens: Callable[[SsoSession], SsoTokens | None]) -> None:
         self._sso_tokens = sso_tokens
         self._lock = threading.Lock()
-        self._worlds: dict[Any, World] = {}
-        self._role_caches: dict[str, dict[str, Any]] = {}
+        self._worlds: OrderedDict[Any, World] = OrderedDict()
+        self._role_caches: OrderedDict[str, dict[str, Any]] = OrderedDict()
 
     def world(self, command: EksCommand) -> World:
         """The world of ``command`` (made once per environment and config file version)."""
@@ -296,6 +301,8 @@ class Engine:
         key = (plain, _files(command.environ))
         with self._lock:
             found = self._worlds.get(key)
+            if found is not None:
+                self._worlds.move_to_end(key)
         if found is not None:
             return found
         made = World(command, self._role_cache, self._sso_tokens)
@@ -307,6 +314,8 @@ class Engine:
             for k in stale:
                 del self._worlds[k]
             self._worlds[key] = made
+            while len(self._worlds) > MAX_WORLDS:  # callers' environments vary without end
+                self._worlds.popitem(last=False)
             return made
 
     def forget(self, sso: SsoSession | None = None) -> None:
@@ -320,4 +329,8 @@ class Engine:
     def _role_cache(self, key: str) -> dict[str, Any]:
         """One role cache per identity, kept when its world is made again (a config edit)."""
         with self._lock:
-            return self._role_caches.setdefault(key, {})
+            cache = self._role_caches.setdefault(key, {})
+            self._role_caches.move_to_end(key)
+            while len(self._role_caches) > 2 * MAX_WORLDS:
+                self._role_caches.popitem(last=False)
+            return cache
