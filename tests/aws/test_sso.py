@@ -22,6 +22,7 @@ from app.providers.aws.command import parse
 from app.providers.aws.engine import Engine, NeedsLogin
 from app.providers.aws.profiles import SsoSession
 from app.providers.aws.sso import SsoClient, SsoTokens
+from app.providers.aws.token import decode
 from tests.aws import world
 from tests.aws.eks import EksVerifier
 from tests.aws.moto_sts import ACCOUNT, MotoSTS
@@ -289,3 +290,27 @@ def test_tokens_in_the_store_are_a_versioned_record_and_never_printed(
     assert tokens.refresh_token is not None and tokens.refresh_token not in repr(tokens)
     with pytest.raises(ValueError, match="format"):
         SsoTokens.from_bytes(json.dumps({"format": 99}).encode())
+
+
+def test_authenticator_role_with_forwarded_session_name(
+    sts: MotoSTS, sso: SsoStandIn, files: world.AwsFiles
+) -> None:
+    """``aws-iam-authenticator token -i C -r ROLE --forward-session-name`` on an SSO profile:
+    the role session is named after the SSO session (jane@...), as the authenticator does it
+    (GetCallerIdentity's UserId ROLEID:NAME); ``-s`` names it outright."""
+    held: dict[SsoSession, SsoTokens] = {}
+    engine = Engine(held.get)
+    env = files.env(AWS_PROFILE="sso-dev")
+    w = engine.world(parse(["token", "-i", "demo"], env))
+    client = w.sso_client()
+    assert client is not None and w.sso is not None
+    held[w.sso] = client.login(world.QuickPerson(sso))
+    role = f"arn:aws:iam::{ACCOUNT}:role/eks-admin"
+    verifier = EksVerifier(sts, "demo")
+    fwd = engine.world(parse(["token", "-i", "demo", "-r", role, "--forward-session-name"], env))
+    who = verifier.verify(fwd.token("demo").token)
+    assert who.arn == f"arn:aws:sts::{ACCOUNT}:assumed-role/eks-admin/jane@example.com"
+    named = engine.world(parse(["token", "-i", "demo", "-r", role, "-s", "ci-run-7"], env))
+    assert verifier.verify(named.token("demo").token).session_name == "ci-run-7"
+    # no --region: the profile's (eu-west-1), as the authenticator's SDK reads it
+    assert "https://sts.eu-west-1.amazonaws.com/" in decode(named.token("demo").token)
