@@ -252,3 +252,16 @@ def test_same_token_shape_as_aws_eks_get_token(
     if host.endswith("amazonaws.com") or host.endswith("api.aws"):
         verifier = EksVerifier(sts, "demo", region or "us-east-1")
         assert verifier.verify(ours).arn == verifier.verify(cli_token).arn
+
+
+def test_no_region_anywhere_is_global_for_the_cli_and_us_east_1_for_the_authenticator(
+    sts: MotoSTS, files: world.AwsFiles
+) -> None:
+    env = files.env(AWS_PROFILE="admin-via-dev")  # a profile without a region
+    engine = Engine(lambda _s: None)
+    cli = engine.world(parse(["eks", "get-token", "--cluster-name", "demo"], env))
+    authenticator = engine.world(parse(["token", "-i", "demo"], env))
+    assert (cli.region, cli.token_endpoint()) == (None, "https://sts.amazonaws.com")
+    assert authenticator.region == "us-east-1"
+    assert authenticator.token_endpoint() == "https://sts.us-east-1.amazonaws.com"
+    EksVerifier(sts, "demo").verify(authenticator.token("demo").token)
