@@ -27,6 +27,7 @@ AKS_SERVER = "6dae42f8-4368-4678-94ff-3960e28e3630"
 AKS_CLIENT = "80faf920-1908-4b52-b5ef-a8e7bedfc67a"
 TENANT = "72f988bf-86f1-41af-91ab-2d7cd011db47"
 WORKLOAD_AUDIENCE = "api://AzureADTokenExchange"
+START_TIMEOUT = 30.0
 
 
 def entra_available() -> bool:
@@ -102,7 +103,7 @@ def _start(settings: dict[str, Any]) -> tuple[subprocess.Popen[str], str | None,
             cwd=OIDC_DIR,
         )
         assert proc.stdout is not None
-        ready, _, _ = select.select([proc.stdout], [], [], 60)
+        ready, _, _ = select.select([proc.stdout], [], [], START_TIMEOUT)
         line = proc.stdout.readline() if ready else None
         err.seek(0)
         return proc, line or None, err.read()[-2000:]
@@ -130,6 +131,10 @@ def run_entra(host: str = "127.0.0.1", port: int = 0, **settings: Any) -> Iterat
             **settings,
         }
         proc, line, err = _start(full)
+        if line is None:  # as tests/idp.py: node has been seen to say nothing at all, once
+            _stop(proc)
+            print(f"the Entra stand-in did not start within {START_TIMEOUT:g} s; again: {err}")
+            proc, line, err = _start(full)
         try:
             assert line, f"the Entra stand-in did not start: {err}"
             doc = json.loads(line)
@@ -148,12 +153,16 @@ def run_entra(host: str = "127.0.0.1", port: int = 0, **settings: Any) -> Iterat
                 dir=d,
             )
         finally:
-            proc.terminate()
-            try:
-                proc.communicate(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.communicate()
+            _stop(proc)
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    proc.terminate()
+    try:
+        proc.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
 
 
 class _Forms(html.parser.HTMLParser):
@@ -271,3 +280,103 @@ def decode(token: str) -> dict[str, Any]:
 
     part = token.split(".")[1]
     return dict(json.loads(base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))))
+
+
+class PersonAtUI:
+    """What kubetray's login shows, with a person in front of it: the browser URL is opened
+    and logged in by ``person``, a device code is typed in on the device page."""
+
+    def __init__(self, person: Person | None, prompt: str = "") -> None:
+        import threading
+
+        self.person = person
+        self.cancelled = threading.Event()
+        self.auth_params: dict[str, str] = {}
+        self.lines: list[str] = []
+        self.codes: list[tuple[str, str]] = []
+        self.opened: list[str] = []
+        self._threads: list[threading.Thread] = []
+        if prompt:
+            self.auth_params["prompt"] = prompt
+
+    def _later(self, fn: Callable[..., Any], *args: Any) -> None:
+        import threading
+
+        t = threading.Thread(target=fn, args=args, daemon=True)
+        self._threads.append(t)
+        t.start()
+
+    def show(self, text: str) -> None:
+        self.lines.append(text)
+
+    def open_browser(self, url: str) -> bool:
+        self.opened.append(url)
+        if self.person is not None and "/oauth2/deviceauth" not in url:
+            self._later(self.person.open, url)
+        return True
+
+    def prompt(self, text: str, secret: bool) -> str | None:
+        return None
+
+    def show_device_code(self, user_code: str, uri: str) -> None:
+        self.codes.append((user_code, uri))
+        if self.person is not None:
+            self._later(self.person.enter_code, uri, user_code)
+
+
+FAKE_TOOL = '''#!{python}
+"""A stand-in for `{name}`, from its documented command line and output (azure-cli's
+`az account get-access-token`, azd's `azd auth token`; azure-identity parses the same). Its
+"login" is a service principal of the Entra stand-in: the token it prints is real there."""
+import json, os, sys, urllib.parse, urllib.request, ssl
+state = {state!r}
+with open(os.path.join(state, "calls.jsonl"), "a") as f:
+    f.write(json.dumps({{"argv": sys.argv[1:], "AZURE_CONFIG_DIR": os.environ.get("AZURE_CONFIG_DIR")}}) + "\\n")
+if not os.path.exists(os.path.join(state, "logged-in")):
+    print({not_logged_in!r}, file=sys.stderr)
+    sys.exit(1)
+args = sys.argv[1:]
+scope = args[args.index("--resource") + 1] + "/.default" if "--resource" in args else args[args.index("--scope") + 1]
+body = urllib.parse.urlencode({{"grant_type": "client_credentials", "client_id": {client_id!r},
+    "client_secret": {secret!r}, "scope": scope}}).encode()
+ctx = ssl.create_default_context(cafile={ca!r})
+with urllib.request.urlopen({token_url!r}, body, context=ctx) as r:
+    doc = json.load(r)
+import time, datetime
+end = int(time.time()) + int(doc["expires_in"])
+if {name!r} == "az":
+    print(json.dumps({{"accessToken": doc["access_token"], "expiresOn": datetime.datetime.fromtimestamp(end).strftime("%Y-%m-%d %H:%M:%S.%f"),
+        "expires_on": end, "subscription": "sub", "tenant": {tenant!r}, "tokenType": "Bearer"}}, indent=2))
+else:
+    print(json.dumps({{"token": doc["access_token"], "expiresOn": datetime.datetime.fromtimestamp(end, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}}))
+'''
+
+
+def fake_tool(entra: Entra, name: str, where: Path) -> Path:
+    """Install a stand-in `az` or `azd` in ``where`` (a directory for PATH); returns the
+    directory holding its state: ``logged-in`` (touch it to log in) and ``calls.jsonl``."""
+    import sys
+
+    state = where / f"{name}-state"
+    state.mkdir(parents=True, exist_ok=True)
+    not_logged_in = (
+        "ERROR: Please run 'az login' to setup account."
+        if name == "az"
+        else "ERROR: fetching token: not logged in, run `azd auth login` to login"
+    )
+    script = where / name
+    script.write_text(
+        FAKE_TOOL.format(
+            python=sys.executable,
+            name=name,
+            state=str(state),
+            not_logged_in=not_logged_in,
+            client_id=entra.sp_secret["client_id"],
+            secret=entra.sp_secret["client_secret"],
+            ca=str(entra.ca_file),
+            token_url=f"{entra.authority}/oauth2/v2.0/token",
+            tenant=entra.tenant,
+        )
+    )
+    script.chmod(0o755)
+    return state

@@ -32,7 +32,7 @@
 import { createHash, generateKeyPairSync, randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import https from 'node:https';
-import { createLocalJWKSet, jwtVerify } from 'jose';
+import { SignJWT, createLocalJWKSet, jwtVerify } from 'jose';
 import Provider, { errors } from 'oidc-provider';
 
 const settings = JSON.parse(process.argv[2] || '{}');
@@ -241,7 +241,11 @@ provider.on('grant.success', (ctx) => {
     revoked.delete(login);
   }
 });
-provider.on('grant.error', (ctx, err) => count(`error:${err.error}`));
+let lastDetail = '';
+provider.on('grant.error', (ctx, err) => {
+  count(`error:${err.error}`);
+  lastDetail = [err.error_detail, err.cause?.message].filter(Boolean).join(': ');
+});
 provider.on('server_error', (ctx, err) => { console.error('server_error', err); });
 
 // After oidc-provider answers: Entra's additions and its error shape.
@@ -269,7 +273,8 @@ provider.use(async (ctx, next) => {
     if (body.error === 'invalid_grant' && grant === 'password') kind = 'wrong_password';
     if (body.error === 'invalid_client' && ctx.oidc.params?.client_assertion) kind = 'invalid_assertion';
     if (body.error === 'invalid_target') { kind = 'invalid_resource'; detail = String(ctx.oidc.params?.scope || ''); }
-    ctx.body = entraError(body.error === 'invalid_target' ? 'invalid_resource' : body.error, kind, detail);
+    ctx.body = entraError(body.error === 'invalid_target' ? 'invalid_resource' : body.error, kind, detail,
+      { standin_detail: `${body.error_description} ${lastDetail}` });  // what oidc-provider said, for test failures
   }
 });
 
@@ -290,7 +295,7 @@ provider.registerGrantType('password', async (ctx) => {
   at.resourceServer = new provider.ResourceServer(resource, { scope: `${server}/.default`, audience: server,
     accessTokenFormat: 'jwt', accessTokenTTL: ttl.AccessToken, jwt: { sign: { alg: 'RS256' } } });
   const accessToken = await at.save();
-  const rt = new provider.RefreshToken({ accountId: login, client, grantId: grant.jti, scope, gty: 'password', resource });
+  const rt = new provider.RefreshToken({ accountId: login, client, grantId: grant.jti, scope: `${scope} ${server}/.default`, gty: 'password', resource });
   const refreshToken = await rt.save();
   const who = accountClaims(login);
   const token = new provider.IdToken({ sub: guid(`sub:${login}`), tid: TENANT, oid: who.oid, ver: '2.0',
@@ -389,6 +394,25 @@ server.on('request', async (req, res) => {
     }
     return json(res, 404, {});
   }
+  if (url.pathname === '/msi/token') {
+    // A managed identity endpoint as Azure App Service serves it (api-version 2019-08-01):
+    // the platform's secret in X-IDENTITY-HEADER, the resource asked for, a user-assigned
+    // identity by client_id or mi_res_id. IMDS (169.254.169.254) speaks the same JSON.
+    const q = url.searchParams;
+    seen.push({ method: req.method, path: url.pathname, params: Object.fromEntries(q), headers: req.headers });
+    if (req.headers['x-identity-header'] !== settings.msiSecret) return json(res, 401, { error: 'unauthorized' });
+    const server = q.get('resource');
+    if (!RESOURCES.includes(server)) return json(res, 400, entraError('invalid_resource', 'invalid_resource', server));
+    const clientId = q.get('client_id') || (q.get('mi_res_id') ? guid(`mi:${q.get('mi_res_id')}`) : guid('mi:system'));
+    const now = Math.floor(Date.now() / 1000);
+    const oid = guid(`sp:${clientId}`);
+    const token = await new SignJWT({ aud: server, iss: V1_ISSUER, iat: now, nbf: now, exp: now + ttl.AccessToken,
+      appid: clientId, appidacr: '2', idp: V1_ISSUER, idtyp: 'app', oid, sub: oid, tid: TENANT, ver: '1.0' })
+      .setProtectedHeader({ alg: 'RS256', kid: jwk.kid, typ: 'JWT' }).sign(privateKey);
+    count('managed_identity');
+    return json(res, 200, { access_token: token, expires_on: String(now + ttl.AccessToken), resource: server,
+      token_type: 'Bearer', client_id: clientId });
+  }
   const [, first, ...rest] = url.pathname.split('/');
   if (first === 'common' && rest[0] === 'userrealm') {
     const user = decodeURIComponent(rest[1] || '');
@@ -417,6 +441,11 @@ server.on('request', async (req, res) => {
     else if (rel !== '/oauth2/v2.0/token') pendingClaims.delete(params.get('client_id'));
   }
   let form = params;
+  if (rel === '/oauth2/v2.0/authorize' && params.get('prompt') === 'select_account') {
+    // Entra's account picker; oidc-provider knows no such prompt: a fresh login stands in.
+    params.set('prompt', 'login');
+    url.search = params.toString();
+  }
   if (rel === '/oauth2/v2.0/token') {
     form = await beforeToken(params, res);
     if (!form) return;

@@ -161,13 +161,13 @@ class EntraClient:
         browser for interactive, a device code for devicecode). Carries the claims challenge
         of the last refusal, if any. ROPC and machine modes need nobody: their token."""
         s = self.settings
+        self._http_cache.clear()  # no remembered refusal answers a person who acts
         if s.machine:
             return self.fetch()
         how = how or (BROWSER if s.mode == o.INTERACTIVE else DEVICE)
         claims, self.claims = self.claims, None
         with self._lock:
             self._load(None)  # a login starts clean: one identity, one account
-            self._http_cache.clear()  # no remembered refusal answers a person who acts
             app = self._public()
             with self._talking():
                 if how == BROWSER and os_broker.enabled():

@@ -60,8 +60,8 @@ class MsalHttp:
         head = {k: str(v) for k, v in (headers or {}).items() if v is not None}
         body: dict[str, str] | None = None
         raw = ""
-        if isinstance(data, Mapping):
-            body = {k: str(v) for k, v in data.items() if v is not None}
+        if isinstance(data, Mapping):  # MSAL gives some values (a client assertion) as bytes
+            body = {k: _text(v) for k, v in data.items() if v is not None}
         elif isinstance(data, str | bytes) and data:
             raw = data.decode() if isinstance(data, bytes) else data
         elif data is not None and not isinstance(data, str | bytes):
@@ -104,6 +104,10 @@ class MsalHttp:
 
     def close(self) -> None:
         self._session.close()
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 class _Raw:
