@@ -95,9 +95,7 @@ def _take_over() -> None:
     pid = agent.get("pid")
     rows = [IdentityStatus.from_dict(i) for i in doc.get("identities") or []]
     kept = [
-        r.name
-        for r in rows
-        if r.kind == "oidc" and r.who and r.state in (State.READY, State.EXPIRING)
+        r.name for r in rows if r.logs_in and r.who and r.state in (State.READY, State.EXPIRING)
     ]
     if agent.get("store") == "memory" and kept:
         raise AppError(

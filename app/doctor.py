@@ -2,8 +2,8 @@
 
 Checks the kubeconfig files, the helper every kubetray user runs, the agent and the identities
 it cannot renew or save (a provider that fails, a keyring that refuses), the keyring (with
-a timeout: a locked or absent keyring never hangs it), each OIDC provider's discovery and
-capabilities, the clock against each provider's Date header, the proxy and CA settings, and
+a timeout: a locked or absent keyring never hangs it), each provider's checks (for OIDC: its
+discovery and capabilities, the clock against its Date header), the proxy and CA settings, and
 whether each kubetray user's cluster CA verifies its API server (app.cluster_tls). Nothing
 secret is printed: a user's flags are read, never shown.
 """
@@ -24,29 +24,18 @@ from app.errors import AgentNotRunning, AppError
 from app.kubeconfig.files import KubeconfigError
 from app.kubeconfig.uses import is_helper
 from app.kubeconfig.view import View, default_paths
-from app.oidc.client import CLOCK_SKEW, OIDCClient
-from app.oidc.settings import OIDCSettings
+from app.providers import Providers, default
+from app.providers.base import Check, Settings, Wanted
 from app.store.choice import CHOSEN_NOTICE, MEMORY_NOTICE
 from app.store.keyring_store import NoKeyring
 from app.store.secret_store import SecretStore
-from exec_helper import options
 from exec_helper.exec_credential import extension
 from exec_helper.options import OptionsError
 
+__all__ = ["Check", "KubetrayUser", "kubetray_users", "run"]
+
 HELPER_TIMEOUT = 5.0
 KEYRING_TIMEOUT = 5.0
-
-
-@dataclass(frozen=True)
-class Check:
-    """One line of the report."""
-
-    name: str
-    ok: bool
-    detail: str
-    remedy: str | None = None
-    warn: bool = False
-    """Works, with a limit the person should know of (ok stays True: not a problem)."""
 
 
 @dataclass(frozen=True)
@@ -56,11 +45,12 @@ class KubetrayUser:
     file: str
     name: str
     command: str
-    opts: list[options.HelperOptions]
+    wanted: list[Wanted]
 
 
-def kubetray_users(view: View) -> Iterator[KubetrayUser]:
+def kubetray_users(view: View, providers: Providers | None = None) -> Iterator[KubetrayUser]:
     """The users kubectl sees that run kubetray-exec, each with its per-context settings."""
+    providers = providers or default()
     contexts = [e.get("context") for _, e in view.merged("contexts")]
     for f, entry in view.merged("users"):
         body = entry.get("user")
@@ -72,13 +62,24 @@ def kubetray_users(view: View) -> Iterator[KubetrayUser]:
         for ctx in contexts:
             if isinstance(ctx, dict) and ctx.get("user") == entry["name"]:
                 configs.append(_extension(view, ctx.get("cluster")))
-        opts = []
+        wanted = []
         for config in configs:
             try:
-                opts.append(options.resolve(args, config))
-            except OptionsError:
+                wanted.append(providers.wanted(args, config, _env(exec_.get("env"))))
+            except (OptionsError, AppError):
                 continue
-        yield KubetrayUser(f.path, str(entry["name"]), str(exec_["command"]), opts)
+        yield KubetrayUser(f.path, str(entry["name"]), str(exec_["command"]), wanted)
+
+
+def _env(items: object) -> dict[str, str]:
+    """An exec entry's env, as kubectl gives it to the helper."""
+    if not isinstance(items, list):
+        return {}
+    return {
+        str(e["name"]): str(e.get("value", ""))
+        for e in items
+        if isinstance(e, dict) and "name" in e
+    }
 
 
 def _extension(view: View, cluster: object) -> dict[str, Any]:
@@ -239,42 +240,6 @@ def check_keyring(store: Callable[[], SecretStore], setting: str = "auto") -> Ch
     return Check("keyring", True, "writes, reads and deletes")
 
 
-def check_provider(settings: OIDCSettings, now: Callable[[], datetime]) -> Iterator[Check]:
-    name = f"provider {settings.issuer}"
-    client = OIDCClient(settings, now)
-    try:
-        meta = client.metadata()
-        server = client.server_time()
-    except AppError as e:
-        yield Check(
-            name,
-            False,
-            e.message,
-            e.hint or "check the issuer URL, the network, the proxy and the CA settings",
-        )
-        return
-    has = meta.capabilities(has_secret=bool(settings.client_secret))
-    found = ", ".join(str(c) for c in has)
-    if has[0].state == "no":
-        yield Check(name, False, found, "the provider must offer PKCE S256 for browser logins")
-    else:
-        yield Check(name, True, found)
-    if server is None:
-        yield Check(f"clock vs {settings.issuer}", True, "the provider sends no Date header")
-        return
-    skew = (now() - server).total_seconds()
-    line = f"{abs(skew):.0f} s {'ahead of' if skew > 0 else 'behind'} the provider"
-    if abs(skew) > CLOCK_SKEW:
-        yield Check(
-            f"clock vs {settings.issuer}",
-            False,
-            f"this machine's clock is {line}: its tokens will look expired or not yet valid",
-            "turn on time synchronisation (e.g. timedatectl set-ntp true)",
-        )
-    else:
-        yield Check(f"clock vs {settings.issuer}", True, f"within {CLOCK_SKEW} s ({line})")
-
-
 def _proxy_env() -> dict[str, str]:
     names = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy")
     return {n: os.environ[n] for n in names if os.environ.get(n)}
@@ -373,15 +338,16 @@ def run(
     yield check_agent(status)
     yield from check_identities(status)
     yield check_keyring(store, store_setting)
-    providers: dict[tuple[str, str], OIDCSettings] = {}
+    providers = default()
+    logins: dict[tuple[str, str, str], Settings] = {}
     ca_files: set[str] = set()
     for user in users:
-        for opts in user.opts:
-            if opts.oidc_issuer_url and opts.oidc_client_id:
-                s = OIDCSettings.from_options(opts)
-                providers.setdefault((s.issuer, s.client_id), s)
-                ca_files.update(s.ca_files)
-    for settings in providers.values():
-        yield from check_provider(settings, now)
+        for wanted in user.wanted:
+            s = wanted.settings
+            # once per provider and client: what a provider offers may differ per client
+            logins.setdefault((s.kind, s.group, str(getattr(s, "client_id", ""))), s)
+            ca_files.update(s.ca_files)
+    for settings in logins.values():
+        yield from providers.of(settings).checks(settings, now)
     yield from check_network(ca_files)
     yield from check_clusters(view, users)

@@ -45,27 +45,41 @@ INFRA_ENV = (
 PASSED_ENV = ("KUBECONFIG", "DBUS_SESSION_BUS_ADDRESS")
 """Other variables sent to the agent (besides the ``KUBETRAY_*`` settings)."""
 ENV_PREFIX = "KUBETRAY_"
-_PREFIX_B = ENV_PREFIX.encode()
+PASSED_ENV_PREFIXES = (
+    "AAD_",  # Azure kubelogin's own (AAD_LOGIN_METHOD, AAD_SERVICE_PRINCIPAL_CLIENT_ID, ...)
+    "AZURE_",  # Azure's SDKs and kubelogin (AZURE_CLIENT_ID, AZURE_TENANT_ID, ...)
+    "ARM_",  # Terraform's names, which kubelogin reads with --use-azurerm-env-vars
+    "ACTIONS_ID_TOKEN_REQUEST_",  # GitHub Actions' OIDC token for workload identity
+    "AWS_",  # the AWS CLI and SDKs (AWS_PROFILE, AWS_REGION, AWS_CONFIG_FILE, ...)
+    "CLOUDSDK_",  # gcloud (CLOUDSDK_CONFIG, CLOUDSDK_CORE_ACCOUNT, ...)
+    "GOOGLE_",  # Google's libraries (GOOGLE_APPLICATION_CREDENTIALS, ...)
+)
+"""Variables of the cloud tools kubetray stands in for, sent to the agent so that a provider
+reads them as that tool would in the caller's shell (app.providers). Some hold secrets
+(AZURE_CLIENT_SECRET, AWS_SECRET_ACCESS_KEY): the agent keeps requests in memory only, and
+neither logs nor records their environment. A request forwarded from an SSH host carries none
+of them to the desktop's agent (app.usecases.get_credential)."""
+_PREFIXES_B = tuple(p.encode() for p in (ENV_PREFIX, *PASSED_ENV_PREFIXES))
 _PASSED_B = tuple(name.encode() for name in PASSED_ENV)
 
 
 def kubetray_env() -> list[str]:
     """``KUBETRAY_*=value`` settings meant for the agent (flags given as environment), the
-    caller's ``KUBECONFIG`` (the agent names identities after the kubeconfig user) and its
-    D-Bus session bus (an agent started without one finds the keyring there)."""
+    caller's ``KUBECONFIG`` (the agent names identities after the kubeconfig user), its
+    D-Bus session bus (an agent started without one finds the keyring there), and the cloud
+    tools' variables (PASSED_ENV_PREFIXES)."""
     if sys.platform == "win32":
         import os
 
-        items = [
-            (k, v) for k, v in os.environ.items() if k.startswith(ENV_PREFIX) or k in PASSED_ENV
-        ]
+        prefixes = (ENV_PREFIX, *PASSED_ENV_PREFIXES)
+        items = [(k, v) for k, v in os.environ.items() if k.startswith(prefixes) or k in PASSED_ENV]
     else:
         import posix
 
         items = [
             (k.decode("utf-8", "surrogateescape"), v.decode("utf-8", "surrogateescape"))
             for k, v in posix.environ.items()
-            if k.startswith(_PREFIX_B) or k in _PASSED_B
+            if k.startswith(_PREFIXES_B) or k in _PASSED_B
         ]
     return [f"{k}={v}" for k, v in items if k not in INFRA_ENV]
 

@@ -80,6 +80,7 @@ def protocol_header(directory: Path) -> Path:
     lists = {
         "KT_INFRA_ENV": paths.INFRA_ENV,
         "KT_PASSED_ENV": paths.PASSED_ENV,
+        "KT_PASSED_PREFIXES": paths.PASSED_ENV_PREFIXES,
         "KT_HELP_ARGS": helper.HELP_ARGS,
     }
     lines = [

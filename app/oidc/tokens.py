@@ -6,6 +6,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 MIN_MARGIN = timedelta(seconds=60)
+FORMAT_WITH_STATE = 2
+"""The format of a token set that carries a provider's ``state``: numbered, as app/formats.py
+asks of a new format (kubetray 0.1.0 read token sets strictly, and could not read this one);
+a token set without state is written as 0.1.0 wrote it."""
 
 
 def margin(lifetime: timedelta | None, floor: timedelta = MIN_MARGIN) -> timedelta:
@@ -27,7 +31,8 @@ def handed_out_expiry(
 
 @dataclass(frozen=True)
 class TokenSet:
-    """Tokens of one identity. ``expires_at`` is the expiry of the token kubectl is given."""
+    """Tokens of one identity, whatever its provider (app.providers.base). ``expires_at`` is
+    the expiry of the token kubectl is given."""
 
     expires_at: datetime
     issued_at: datetime
@@ -39,6 +44,9 @@ class TokenSet:
     no_id_token_on_refresh: bool = False
     """The provider's last refresh carried no id_token (OIDC Core §12.2 allows that): the
     id_token kept is the login's, and a new one needs a login (or --oidc-use-access-token)."""
+    state: dict[str, Any] = field(default_factory=dict, repr=False)
+    """What the provider keeps with the tokens (JSON: an MSAL cache, a client registration,
+    the client a taken-over login refreshes with); opaque to everyone else, and secret."""
 
     @property
     def lifetime(self) -> timedelta:
@@ -76,17 +84,23 @@ class TokenSet:
             refresh_token=newer.refresh_token or self.refresh_token,
             id_token=newer.id_token or self.id_token,
             claims=newer.claims or self.claims,
+            state=newer.state or self.state,
         )
 
     def to_bytes(self) -> bytes:
         doc = asdict(self)
         doc["expires_at"] = self.expires_at.isoformat()
         doc["issued_at"] = self.issued_at.isoformat()
+        if self.state:
+            doc["version"] = FORMAT_WITH_STATE
+        else:
+            del doc["state"]
         return json.dumps(doc).encode()
 
     @classmethod
     def from_bytes(cls, data: bytes) -> "TokenSet":
         doc = json.loads(data)
+        doc.pop("version", None)
         doc["expires_at"] = datetime.fromisoformat(doc["expires_at"])
         doc["issued_at"] = datetime.fromisoformat(doc["issued_at"])
         return cls(**doc)

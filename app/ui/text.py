@@ -4,7 +4,7 @@ import shlex
 import sys
 from datetime import datetime, timedelta
 
-from app.model import OIDC, Caller, CallRecord, IdentityStatus, State
+from app.model import Caller, CallRecord, IdentityStatus, State
 
 
 def time_left(expires: str | None, now: datetime) -> str:
@@ -136,7 +136,7 @@ REASON_IN_ROW = 70
 def state_line(identity: IdentityStatus) -> str:
     """The state, with the reason of a failure cut to fit a row."""
     text = state_words(identity.state)
-    if identity.kind != OIDC and identity.state is State.ERROR:
+    if not identity.logs_in and identity.state is State.ERROR:
         text = "not usable"  # a stored credential has no login to fail
     reason = identity.error
     if not reason:

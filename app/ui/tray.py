@@ -21,7 +21,7 @@ from PySide6.QtGui import QAction, QGuiApplication
 from PySide6.QtWidgets import QApplication, QMenu, QSystemTrayIcon, QWidget
 from shiboken6 import Shiboken
 
-from app.model import OIDC, IdentityStatus, State
+from app.model import IdentityStatus, State
 from app.ui import icons
 from app.ui.controller import TrayController
 from app.ui.dialogs import AddClusterDialog, ConsentDialog, SettingsDialog, ask_login
@@ -140,7 +140,7 @@ class IdentityRow:
         hosts = [urlsplit(c).netloc or c for c in ident.clusters]
         _update(self.clusters, menu_text("Used for " + ", ".join(hosts)), visible=bool(hosts))
         self.clusters.setToolTip("\n".join(ident.clusters))
-        oidc = ident.kind == OIDC
+        oidc = ident.logs_in
         busy = oidc and ident.state is State.LOGGING_IN
         signed_out = oidc and ident.state in (State.NEEDS_LOGIN, State.EXPIRED, State.ERROR)
         signed_in = oidc and not busy and not signed_out

@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.model import OIDC, ContextUse, IdentityStatus, State
+from app.model import ContextUse, IdentityStatus, State
 from app.ui import icons
 from app.ui.controller import TrayController
 from app.ui.dialogs import AddClusterDialog, SettingsDialog
@@ -250,7 +250,7 @@ class MainWindow(QWidget):
     def _fill_identity(self, item: QTreeWidgetItem, ident: IdentityStatus, now: datetime) -> None:
         texts = [
             ident.name,
-            who(ident) or ("" if ident.kind == OIDC else ident.kind),
+            who(ident) or ("" if ident.logs_in else ident.kind),
             state_line(ident),
             time_left(ident.expires, now),
             ", ".join(ident.clusters),
@@ -339,7 +339,7 @@ class MainWindow(QWidget):
     def _update_buttons(self) -> None:
         item = self._selected()
         ident = self._identity_of(item)
-        oidc = ident is not None and ident.kind == OIDC
+        oidc = ident is not None and ident.logs_in
         busy = oidc and ident is not None and ident.state is State.LOGGING_IN
         signed_in = ident is not None and ident.state in (State.READY, State.EXPIRING)
         link = self._controller.login_link(ident.name) if busy and ident is not None else None
@@ -381,7 +381,7 @@ class MainWindow(QWidget):
                 )
             return ""
         name = f"<b>{html.escape(ident.name)}</b>"
-        if ident.kind != OIDC:
+        if not ident.logs_in:
             return (
                 f"{name} is a stored credential: there is no login. "
                 "kubetray store replaces it when it expires."

@@ -230,13 +230,22 @@ static int in_list(const char *const *list, const char *name, size_t n) {
     return 0;
 }
 
-/* Whether the variable is one exec_helper.paths.kubetray_env() passes to the agent. */
+static int has_prefix(const char *const *list, const char *name, size_t n) {
+    for (; *list; list++) {
+        size_t p = strlen(*list);
+        if (n >= p && memcmp(name, *list, p) == 0) return 1;
+    }
+    return 0;
+}
+
+/* Whether the variable is one exec_helper.paths.kubetray_env() passes to the agent: ours
+ * (KUBETRAY_*), the cloud tools' (PASSED_ENV_PREFIXES) or one of PASSED_ENV; never INFRA_ENV. */
 static int passed(const char *name, size_t n) {
     static const char *const infra[] = {KT_INFRA_ENV};
     static const char *const others[] = {KT_PASSED_ENV};
-    size_t prefix = strlen(KT_ENV_PREFIX);
-    int ours = n >= prefix && memcmp(name, KT_ENV_PREFIX, prefix) == 0;
-    return (ours || in_list(others, name, n)) && !in_list(infra, name, n);
+    static const char *const prefixes[] = {KT_ENV_PREFIX, KT_PASSED_PREFIXES};
+    return (has_prefix(prefixes, name, n) || in_list(others, name, n)) &&
+           !in_list(infra, name, n);
 }
 
 /* The passed variables in environ order. Python's posix.environ keeps the first of two

@@ -214,6 +214,10 @@ def test_the_c_request_is_the_python_request_field_for_field(
         KUBECONFIG=f"{tmp_path}/a:{tmp_path}/b",
         DBUS_SESSION_BUS_ADDRESS="unix:path=/run/user/0/bus",
         KUBETRAY_EXEC_FAST="1",
+        AWS_PROFILE="dev",  # PASSED_ENV_PREFIXES: the cloud tools' variables
+        AZURE_CLIENT_ID="c",
+        GOOGLE_APPLICATION_CREDENTIALS="/adc.json",
+        AWSPROFILE="not ours",
     )
     with stand_in(runtime, HELLO + result(exit=0, stdout="", stderr="")) as agent:
         done = run(builds["full"], env, *args)
@@ -234,6 +238,8 @@ def test_the_c_request_is_the_python_request_field_for_field(
     assert "KUBETRAY_GRANT_TYPE=authcode-keyboard" in fast["env"]
     assert "KUBETRAY_NOTE=café\n" in fast["env"]
     assert not set(names) & set(paths.INFRA_ENV)
+    assert {"AWS_PROFILE", "AZURE_CLIENT_ID", "GOOGLE_APPLICATION_CREDENTIALS"} <= set(names)
+    assert "AWSPROFILE" not in names
 
 
 def test_exec_info_is_sent_as_given(builds: dict[str, Path], runtime: Path, tmp_path: Path) -> None:
@@ -585,6 +591,7 @@ static void list(const char *name, const char *const *items) {
 }
 int main(void) {
     static const char *const infra[] = {KT_INFRA_ENV}, *const passed[] = {KT_PASSED_ENV},
+                             *const prefixes[] = {KT_PASSED_PREFIXES},
                              *const help[] = {KT_HELP_ARGS};
     printf("%d\n%d\n%u\n%.17g\n", KT_PROTOCOL_VERSION, KT_HEADER_SIZE, KT_MAX_FRAME,
            KT_CACHED_TIMEOUT);
@@ -598,6 +605,7 @@ int main(void) {
            KT_KEY_STDIN_TTY, KT_KEY_STDERR_TTY, KT_KEY_PPID);
     list("infra", infra);
     list("passed", passed);
+    list("prefixes", prefixes);
     list("help", help);
     return 0;
 }
@@ -641,6 +649,7 @@ def test_the_generated_header_says_what_exec_helper_says(tmp_path: Path) -> None
         " ".join(["op", "type", "version", "exit", "stdout", "stderr", *protocol.REQUEST_FIELDS]),
         " ".join(["infra", *paths.INFRA_ENV]),
         " ".join(["passed", *paths.PASSED_ENV]),
+        " ".join(["prefixes", *paths.PASSED_ENV_PREFIXES]),
         " ".join(["help", *helper.HELP_ARGS]),
     ]
     assert out.splitlines() == expected
