@@ -292,6 +292,7 @@ class PersonAtUI:
         self.person = person
         self.cancelled = threading.Event()
         self.auth_params: dict[str, str] = {}
+        self.browser_available = True
         self.lines: list[str] = []
         self.codes: list[tuple[str, str]] = []
         self.opened: list[str] = []

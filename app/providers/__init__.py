@@ -91,7 +91,8 @@ class Providers:
 def default(engine: Any = None) -> Providers:
     """Every provider this kubetray has. ``engine``: the OIDC engine's client factory for the
     providers built on it (tests give a fake provider's; None: app.oidc.client)."""
+    from app.providers.entra import EntraProvider
     from app.providers.oidc import OIDCProvider
     from app.providers.stored import StoredProvider
 
-    return Providers(own=[], flags=[StoredProvider(), OIDCProvider(engine)])
+    return Providers(own=[EntraProvider()], flags=[StoredProvider(), OIDCProvider(engine)])

@@ -22,10 +22,10 @@ from cryptography.hazmat.primitives.serialization import pkcs12
 from cryptography.x509.oid import NameOID
 
 from app.oidc.errors import LoginError, ProviderUnavailable, RefreshRefused
-from app.providers.entra import errors
+from app.providers.base import Check, TokenSet
+from app.providers.entra import EntraProvider, errors
 from app.providers.entra.client import EntraClient
 from app.providers.entra.settings import EntraSettings, parse
-from app.providers.entra.tokens import EntraTokens
 from tests.entra import (
     AKS_CLIENT,
     AKS_SERVER,
@@ -72,16 +72,19 @@ def settings(e: Entra, login: str = "devicecode", *extra: str, **env: str) -> En
 
 def login(
     e: Entra, user: str = "alice", how: str = "device", **kw: str
-) -> tuple[EntraClient, EntraTokens, PersonAtUI]:
+) -> tuple[EntraClient, TokenSet, PersonAtUI]:
     client = EntraClient(settings(e, **kw) if kw else settings(e))
     ui = PersonAtUI(Person(e, user))
-    return client, client.login(ui, how), ui
+    return client, client.login(ui, how=how), ui
 
 
-def refresh_tokens(tokens: EntraTokens) -> list[str]:
+def refresh_tokens(tokens: TokenSet) -> list[str]:
     """The refresh tokens in the MSAL cache the tokens carry (what the keyring holds)."""
     return [
-        rt["secret"] for rt in json.loads(tokens.cache or "{}").get("RefreshToken", {}).values()
+        rt["secret"]
+        for rt in json.loads(tokens.state.get("msal_cache") or "{}")
+        .get("RefreshToken", {})
+        .values()
     ]
 
 
@@ -98,7 +101,8 @@ def test_device_code_shows_entras_message_and_serves_what_aks_accepts(entra: Ent
         claims["aud"] == AKS_SERVER and claims["iss"] == f"https://sts.windows.net/{entra.tenant}/"
     )
     assert claims["upn"] == "alice@contoso.test" and claims["appid"] == AKS_CLIENT
-    assert tokens.account == "alice@contoso.test" and tokens.tenant_id == entra.tenant
+    assert tokens.who() == "alice@contoso.test" and tokens.claims["tid"] == entra.tenant
+    assert tokens.refresh_token in refresh_tokens(tokens)
     asked = entra.seen("/oauth2/v2.0/devicecode")[-1]["params"]
     assert asked["scope"].split() == [
         f"{AKS_SERVER}/.default",
@@ -107,17 +111,16 @@ def test_device_code_shows_entras_message_and_serves_what_aks_accepts(entra: Ent
         "profile",
     ]
     assert refresh_tokens(tokens), "the refresh token is in the cache that goes to the keyring"
-    assert client.describe(tokens)[:2] == [
-        ("tenant", entra.tenant),
-        ("account", "alice@contoso.test"),
-    ]
+    shown = EntraProvider().describe(client.settings, tokens)
+    assert shown.who == "alice@contoso.test"
+    assert shown.details[:2] == (("tenant", entra.tenant), ("account", "alice@contoso.test"))
 
 
 def test_browser_login_comes_back_to_localhost_as_a_posted_form(entra: Entra) -> None:
     client = EntraClient(settings(entra, "interactive", "--login-hint", "bob@contoso.test"))
     ui = PersonAtUI(Person(entra, "bob"), prompt="select_account")
     tokens = client.login(ui)
-    assert tokens.account == "bob@contoso.test" and aks_accepts(entra)(tokens.access_token)
+    assert tokens.who() == "bob@contoso.test" and aks_accepts(entra)(tokens.access_token)
     asked = entra.seen("/oauth2/v2.0/authorize")[-1]["params"]
     assert asked["response_mode"] == "form_post" and asked["code_challenge_method"] == "S256"
     assert asked["redirect_uri"].startswith("http://localhost:")
@@ -143,9 +146,9 @@ def test_refresh_rotates_the_refresh_token_and_works_after_a_restart(entra: Entr
     assert refresh_tokens(renewed) and refresh_tokens(renewed) != refresh_tokens(tokens)
     assert aks_accepts(entra)(renewed.access_token)
     # What the keyring gives back to a new agent renews too (and with the newest token only).
-    stored = EntraTokens.from_bytes(renewed.to_bytes())
+    stored = TokenSet.from_bytes(renewed.to_bytes())
     again = EntraClient(client.settings).renew(stored)
-    assert again.account == "carol@contoso.test" and aks_accepts(entra)(again.access_token)
+    assert again.who() == "carol@contoso.test" and aks_accepts(entra)(again.access_token)
     refreshes = [
         s for s in entra.seen("/token") if s["params"].get("grant_type") == "refresh_token"
     ]
@@ -166,10 +169,10 @@ def test_a_claims_challenge_is_answered_by_one_login_that_carries_it(entra: Entr
         client.renew(tokens)
     assert entra.counts().get("error:interaction_required", 0) == before + 1
     # The next login sends the challenge (claims=), once; afterwards refreshes work again.
-    fresh = client.login(PersonAtUI(Person(entra, "dave")), "browser")
+    fresh = client.login(PersonAtUI(Person(entra, "dave")), how="browser")
     assert entra.seen("/oauth2/v2.0/authorize")[-1]["params"]["claims"] == claims
     assert aks_accepts(entra)(client.renew(fresh).access_token)
-    client.login(PersonAtUI(Person(entra, "dave")), "browser")
+    client.login(PersonAtUI(Person(entra, "dave")), how="browser")
     assert "claims" not in entra.seen("/oauth2/v2.0/authorize")[-1]["params"]
 
 
@@ -178,7 +181,7 @@ def test_a_device_login_carries_the_claims_challenge_too(entra: Entra) -> None:
     entra.challenge("erin")
     with pytest.raises(errors.InteractionRequired):
         client.renew(tokens)
-    client.login(PersonAtUI(Person(entra, "erin")), "device")
+    client.login(PersonAtUI(Person(entra, "erin")), how="device")
     assert "capolids" in entra.seen("/oauth2/v2.0/devicecode")[-1]["params"]["claims"]
 
 
@@ -190,21 +193,21 @@ def test_a_revoked_grant_needs_a_login_and_its_refresh_token_is_gone(entra: Entr
     assert not isinstance(refused.value, errors.InteractionRequired)
     assert "AADSTS50173" in refused.value.message and refused.value.hint == "log in again"
     assert client.claims is None
-    fresh = client.login(PersonAtUI(Person(entra, "frank")), "device")
+    fresh = client.login(PersonAtUI(Person(entra, "frank")), how="device")
     assert aks_accepts(entra)(fresh.access_token)
 
 
 def test_a_login_drops_the_account_logged_in_before(entra: Entra) -> None:
     client, first, _ = login(entra, "gina")
-    second = client.login(PersonAtUI(Person(entra, "hank")), "device")
-    cache = json.loads(second.cache or "{}")
+    second = client.login(PersonAtUI(Person(entra, "hank")), how="device")
+    cache = json.loads(second.state["msal_cache"])
     assert [a["username"] for a in cache["Account"].values()] == ["hank@contoso.test"]
-    assert second.home_account_id != first.home_account_id
+    assert second.state["home_account_id"] != first.state["home_account_id"]
 
 
 def test_logout_says_entra_cannot_revoke_the_refresh_token(entra: Entra) -> None:
     client, tokens, _ = login(entra, "ivy")
-    answer = client.forget(tokens)
+    answer = client.revoke(tokens)
     assert not answer.revoked and "no way to revoke" in answer.reason
 
 
@@ -288,7 +291,7 @@ def test_a_service_principal_with_a_secret_from_the_environment(entra: Entra) ->
     claims = decode(tokens.access_token)
     assert aks_accepts(entra)(tokens.access_token)
     assert claims["idtyp"] == "app" and claims["appid"] == entra.sp_secret["client_id"]
-    assert "upn" not in claims and tokens.cache is None  # no refresh token for an app
+    assert "upn" not in claims and not tokens.state and not tokens.refresh_token  # an app
 
 
 def test_a_wrong_secret_is_one_line_that_names_the_credential(entra: Entra) -> None:
@@ -528,7 +531,6 @@ def test_managed_identity_as_app_service_serves_it(
         tokens = EntraClient(s).fetch()
         assert aks_accepts(e)(tokens.access_token)
         assert decode(tokens.access_token)["appid"] == "mi-client"
-        assert tokens.refresh_after and tokens.refresh_after < tokens.expires_at
         assert e.seen("/msi/token")[-1]["params"]["resource"] == AKS_SERVER
 
 
@@ -550,7 +552,7 @@ def test_ropc_needs_nobody_and_refreshes(entra_443: Entra) -> None:
     assert s.machine
     client = EntraClient(s)
     tokens = client.login(PersonAtUI(None))
-    assert tokens.account == "kim@contoso.test" and aks_accepts(e)(tokens.access_token)
+    assert tokens.who() == "kim@contoso.test" and aks_accepts(e)(tokens.access_token)
     assert e.seen("/common/userrealm/kim@contoso.test")
     assert aks_accepts(e)(client.renew(tokens).access_token)
 
@@ -569,20 +571,26 @@ def test_ropc_under_mfa_says_to_use_a_login_that_can_do_it(entra_443: Entra) -> 
 
 
 def test_doctor_sees_the_host_the_tenant_and_the_clock(entra: Entra) -> None:
-    checks = {c.name: c for c in EntraClient(settings(entra)).checks()}
-    assert checks["login host"].ok and checks["tenant"].ok and checks["clock"].ok
+    def checks(s: EntraSettings) -> dict[str, Check]:
+        lines = list(EntraProvider().checks(s, lambda: dt.datetime.now(dt.UTC)))
+        return {c.name.split()[0]: c for c in lines}
+
+    good = checks(settings(entra))
+    assert good["Entra"].ok and good["tenant"].ok and good["clock"].ok
+    assert good["tenant"].name == f"tenant {entra.tenant}"
     entra.set_clock(900)
     try:
-        clock = {c.name: c for c in EntraClient(settings(entra)).checks()}["clock"]
+        clock = checks(settings(entra))["clock"]
         # The Date header has whole seconds: 899 or 900 s.
-        assert clock.ok is False and re.search(r"1[45] min ahead of this machine", clock.detail)
+        assert not clock.ok and re.search(r"(899|900) s behind the provider", clock.detail)
+        assert clock.remedy and "time synchronisation" in clock.remedy
     finally:
         entra.set_clock(0)
     s = parse(
         [a.replace(entra.tenant, "contoso-typo.example") for a in args(entra, "devicecode")], {}
     )
-    tenant = {c.name: c for c in EntraClient(s).checks()}["tenant"]
-    assert tenant.ok is False and "AADSTS90002" in tenant.detail
+    tenant = checks(s)["tenant"]
+    assert not tenant.ok and "AADSTS90002" in tenant.detail and "--tenant-id" in str(tenant.remedy)
 
 
 # --- azurecli and azd: the tool's own login --------------------------------------------
@@ -606,7 +614,7 @@ def test_the_tools_login_is_served_by_running_it(entra: Entra, tmp_path: Path, t
     (state / "logged-in").touch()
     tokens = client.login(PersonAtUI(None))
     assert aks_accepts(entra)(tokens.access_token)
-    assert tokens.refresh_after == tokens.expires_at - dt.timedelta(minutes=5)
+    assert tokens.who() == entra.sp_secret["client_id"]  # the tool's login, from its token
     assert abs((tokens.expires_at - dt.datetime.now(dt.UTC)).total_seconds() - 3600) < 60
     calls = [json.loads(line) for line in (state / "calls.jsonl").read_text().splitlines()]
     if tool == "az":

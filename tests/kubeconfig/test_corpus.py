@@ -109,12 +109,20 @@ def test_import_rewrites_only_kubelogin_users_and_undo_restores(case: Case) -> N
             if name in changed:
                 new = _users(after[path])[name]["exec"]
                 assert new["command"] == HELPER and new["args"][0] == "get-token"
+                if "exec" not in body:  # auth-provider: azure, as convert-kubeconfig writes it
+                    assert body["auth-provider"]["name"] == "azure"
+                    assert new["args"][1:3] == ["--login", "devicecode"]
+                    continue
                 assert new["apiVersion"] == body["exec"]["apiVersion"]
                 old_flags = migrate.kubelogin_flags(body["exec"])
-                assert new["args"][1:] == [*old_flags, f"--name={name}"]  # named as the user
-            else:  # Azure's kubelogin, gke, aws, auth-providers, unknown flags: untouched
+                if old_flags is not None:  # int128/kubelogin's: named as the user
+                    assert new["args"][1:] == [*old_flags, f"--name={name}"]
+                else:  # Azure kubelogin's: its own command line, every flag as it was
+                    assert new["args"] == body["exec"]["args"]
+            else:  # gke, aws, other auth-providers, unknown flags: untouched
                 assert _users(after[path])[name] == body
-    assert {s.user for s in skipped} <= {"future"}
+    # Left with a reason: flags kubetray does not know, an Azure AD v1 (--legacy) cluster.
+    assert {s.user for s in skipped} <= {"future", "clusterUser_rg-demo_aks-4"}
     case.apply(records.undo(changes), "import --undo")
     assert case.contents() == case.original
 

@@ -25,7 +25,7 @@ def test_what_aks_writes_is_a_devicecode_login_to_the_aks_server_app() -> None:
     )
     assert s.scope == f"{AKS_SERVER}/.default" and s.person and not s.machine
     assert s.authority == f"https://login.microsoftonline.com/{TENANT}"
-    assert s.instance_discovery and s.fallback_name == f"aks@{TENANT}"
+    assert s.instance_discovery and s.fallback_name == "aks@72f988bf"
 
 
 def test_devicecode_and_interactive_are_one_identity() -> None:

@@ -5,7 +5,7 @@ imports) costs ≈100 ms and ≈20 MB, which an agent that serves no Entra ident
 
 * One PublicClientApplication per identity (authority host + tenant + client, for one server
   application), with its own SerializableTokenCache that travels with the tokens into the
-  secret store (:class:`EntraTokens.cache`). MSAL speaks HTTP through kubetray's own
+  secret store (``TokenSet.state``, under CACHE). MSAL speaks HTTP through kubetray's own
   (app.providers.entra.http: the system's trust plus extra CAs, proxies from the environment).
 * A person's login is kubetray's: the browser (authorization code + PKCE, answered with
   ``response_mode=form_post`` on kubetray's loopback listener; through the OS broker on Windows
@@ -27,28 +27,25 @@ import time
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
+from urllib.parse import urlsplit
 
 import msal
 
-from app.oidc.errors import LoginError, RefreshRefused
-from app.oidc.tokens import Revocation
+from app.providers.base import Check, LoginError, LoginUI, RefreshRefused, Revocation, TokenSet
 from app.providers.entra import errors, os_broker
 from app.providers.entra import options as o
 from app.providers.entra.http import MsalHttp
 from app.providers.entra.settings import EntraSettings
-from app.providers.entra.tokens import EntraTokens
-
-if TYPE_CHECKING:
-    from app.oidc.client import LoginUI
 
 BROWSER = "browser"
 DEVICE = "device"
 WORKLOAD_AUDIENCE = "api://AzureADTokenExchange"
+CLOCK_SKEW = 300.0
+"""Seconds of clock difference Entra tolerates in what it is sent (client assertions)."""
 """The audience of a token Entra takes as a workload identity's federated credential."""
 
 
@@ -56,13 +53,24 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-@dataclass(frozen=True)
-class Check:
-    """One thing doctor looked at: ``ok`` True, False, or None (could not tell)."""
+CACHE = "msal_cache"
+"""TokenSet.state: MSAL's SerializableTokenCache (JSON text) holding a person's refresh token:
+one cache per identity, so two identities (or two agents) never write one keyring item."""
+ACCOUNT = "home_account_id"
+"""TokenSet.state: MSAL's account (``<oid>.<tid>``) that logged in."""
 
-    name: str
-    ok: bool | None
-    detail: str
+
+def _refresh_token(cache_text: str, home: str | None) -> str | None:
+    """The account's refresh token in MSAL's cache (also TokenSet.refresh_token, which the
+    broker reads: renewable or not, lost answers)."""
+    try:
+        section = json.loads(cache_text).get("RefreshToken") or {}
+    except (ValueError, AttributeError):
+        return None
+    for item in section.values():
+        if isinstance(item, dict) and item.get("home_account_id") == home and item.get("secret"):
+            return str(item["secret"])
+    return None
 
 
 def _home_account(result: dict[str, Any]) -> str | None:
@@ -124,9 +132,9 @@ class EntraClient:
                 )
         return self._app
 
-    def _load(self, tokens: EntraTokens | None) -> None:
+    def _load(self, tokens: TokenSet | None) -> None:
         """Make MSAL's cache hold what ``tokens`` carry (after a restart, a switch)."""
-        text = tokens.cache if tokens else None
+        text = tokens.state.get(CACHE) if tokens else None
         if text != self._cache_text:
             self._cache = msal.SerializableTokenCache()
             if text:
@@ -156,15 +164,20 @@ class EntraClient:
 
     # --- a person's login -------------------------------------------------------------
 
-    def login(self, ui: "LoginUI", how: str | None = None) -> EntraTokens:
-        """A person's login: ``how`` is ``browser`` or ``device`` (default: the mode's, the
-        browser for interactive, a device code for devicecode). Carries the claims challenge
-        of the last refusal, if any. ROPC and machine modes need nobody: their token."""
+    def login(self, ui: LoginUI, held: TokenSet | None = None, how: str | None = None) -> TokenSet:
+        """A person's login: ``how`` is ``browser`` or ``device`` (default: the browser for
+        interactive, a device code for devicecode; the device code where no browser can be
+        opened). Carries the claims challenge of the last refusal, if any. ROPC and machine
+        modes need nobody: their token."""
         s = self.settings
         self._http_cache.clear()  # no remembered refusal answers a person who acts
         if s.machine:
             return self.fetch()
-        how = how or (BROWSER if s.mode == o.INTERACTIVE else DEVICE)
+        if how is None:
+            how = BROWSER if s.mode == o.INTERACTIVE else DEVICE
+            if how == BROWSER and not ui.browser_available and not os_broker.enabled():
+                ui.show("No browser can be opened here: signing in with a device code.")
+                how = DEVICE
         claims, self.claims = self.claims, None
         with self._lock:
             self._load(None)  # a login starts clean: one identity, one account
@@ -188,7 +201,7 @@ class EntraClient:
             return self._person_tokens(result, home)
 
     def _browser_login(
-        self, app: msal.PublicClientApplication, ui: "LoginUI", claims: str | None
+        self, app: msal.PublicClientApplication, ui: LoginUI, claims: str | None
     ) -> dict[str, Any]:
         from app.oidc.loopback import LoopbackListener
 
@@ -226,7 +239,7 @@ class EntraClient:
         )
 
     def _broker_login(
-        self, app: msal.PublicClientApplication, ui: "LoginUI", claims: str | None
+        self, app: msal.PublicClientApplication, ui: LoginUI, claims: str | None
     ) -> dict[str, Any]:
         """UNRUN (Windows, macOS): the OS broker shows its own sign-in window."""
         s = self.settings
@@ -243,7 +256,7 @@ class EntraClient:
         )
 
     def _device_login(
-        self, app: msal.PublicClientApplication, ui: "LoginUI", claims: str | None
+        self, app: msal.PublicClientApplication, ui: LoginUI, claims: str | None
     ) -> dict[str, Any]:
         s = self.settings
         flow = app.initiate_device_flow([s.scope], claims_challenge=claims)
@@ -252,7 +265,7 @@ class EntraClient:
         uri = str(flow.get("verification_uri") or "")
         ui.show(str(flow.get("message") or f"To sign in, open {uri} and enter {flow['user_code']}"))
         ui.show_device_code(str(flow["user_code"]), uri)
-        if not s.skip_open_browser and uri:
+        if not s.skip_open_browser and uri and ui.browser_available:
             ui.open_browser(uri)
         deadline = min(
             float(flow.get("expires_at") or 0) or time.time() + 900, time.time() + s.login_timeout
@@ -271,30 +284,30 @@ class EntraClient:
             raise LoginError("the device login was not completed in time")
         return result
 
-    def _person_tokens(self, result: dict[str, Any], home: str | None) -> EntraTokens:
+    def _person_tokens(self, result: dict[str, Any], home: str | None) -> TokenSet:
         claims = result.get("id_token_claims") or {}
         account = self._account(home) or {}
         now = self._clock()
-        return EntraTokens(
-            access_token=str(result["access_token"]),
+        cache = self._snapshot()
+        home = home or account.get("home_account_id")
+        who = claims.get("preferred_username") or account.get("username") or claims.get("oid")
+        return TokenSet(
             expires_at=now + timedelta(seconds=int(result.get("expires_in") or 3600)),
             issued_at=now,
-            account=str(
-                claims.get("preferred_username")
-                or account.get("username")
-                or claims.get("oid")
-                or ""
-            ),
-            tenant_id=str(
-                claims.get("tid") or account.get("realm") or self.settings.tenant_id or ""
-            ),
-            home_account_id=home or account.get("home_account_id"),
-            cache=self._snapshot(),
+            access_token=str(result["access_token"]),
+            refresh_token=_refresh_token(cache, home),
+            claims={
+                "preferred_username": str(who or ""),
+                "name": str(claims.get("name") or ""),
+                "tid": str(claims.get("tid") or account.get("realm") or self.settings.tenant_id),
+                "oid": str(claims.get("oid") or ""),
+            },
+            state={CACHE: cache, ACCOUNT: home},
         )
 
     # --- renewal ------------------------------------------------------------------
 
-    def renew(self, tokens: EntraTokens) -> EntraTokens:
+    def renew(self, tokens: TokenSet) -> TokenSet:
         """Fresh tokens without a person: a person's refresh token (which Entra rotates), or
         a machine identity's next token. Raises errors.InteractionRequired when only a login
         helps (its ``claims`` are then remembered for that login), RefreshRefused when the
@@ -302,38 +315,41 @@ class EntraClient:
         s = self.settings
         if s.machine and s.mode != o.ROPC:
             return self.fetch()
+        home = tokens.state.get(ACCOUNT)
         with self._lock:
-            self._load(tokens)
-            app = self._public()
-            account = self._account(tokens.home_account_id)
-            if account is None:
+            if not tokens.refresh_token:  # the broker dropped one Entra refused
                 if s.mode == o.ROPC:
                     return self._ropc()
+                raise RefreshRefused("there is no refresh token for this login", "log in again")
+            self._load(tokens)
+            app = self._public()
+            account = self._account(home)
+            if account is None:
                 raise RefreshRefused("there is no refresh token for this login", "log in again")
             with self._talking():
                 result = app.acquire_token_silent_with_error([s.scope], account, force_refresh=True)
             if result and "access_token" in result:
-                return self._person_tokens(dict(result), tokens.home_account_id)
+                return self._person_tokens(dict(result), home)
             error = (
                 errors.from_result(dict(result), "refresh")
                 if result
                 else RefreshRefused("there is no refresh token for this login", "log in again")
             )
             if isinstance(error, RefreshRefused):
-                self._forget_account(tokens.home_account_id)
+                self._forget_account(home)
                 if isinstance(error, errors.InteractionRequired):
                     self.claims = error.claims
                 if s.mode == o.ROPC and not isinstance(error, errors.InteractionRequired):
                     return self._ropc()
             raise error
 
-    def renewable(self, tokens: EntraTokens) -> bool:
-        """Whether :meth:`renew` may work without a person."""
-        return self.settings.machine or tokens.renewable_silently
+    def account_choice(self) -> dict[str, str]:
+        """Entra's account picker on the next browser login."""
+        return {"prompt": "select_account"}
 
     # --- machine identities -------------------------------------------------------
 
-    def fetch(self) -> EntraTokens:
+    def fetch(self) -> TokenSet:
         """A machine identity's token, asked for anew (MSAL's own caching bypassed: kubetray
         decides when to renew)."""
         s = self.settings
@@ -365,14 +381,13 @@ class EntraClient:
             raise errors.from_result(result, "token request", machine=True)
         return self._app_tokens(result, str(s.client_id))
 
-    def _app_tokens(self, result: dict[str, Any], who: str) -> EntraTokens:
+    def _app_tokens(self, result: dict[str, Any], who: str) -> TokenSet:
         now = self._clock()
-        return EntraTokens(
-            access_token=str(result["access_token"]),
+        return TokenSet(
             expires_at=now + timedelta(seconds=int(result.get("expires_in") or 3600)),
             issued_at=now,
-            account=who,
-            tenant_id=self.settings.tenant_id,
+            access_token=str(result["access_token"]),
+            claims={"client_id": who, "tid": str(self.settings.tenant_id or "")},
         )
 
     def _federated_token(self) -> str:
@@ -412,7 +427,7 @@ class EntraClient:
             )
         return str(value)
 
-    def _ropc(self) -> EntraTokens:
+    def _ropc(self) -> TokenSet:
         """The resource owner password grant (deprecated by Microsoft, fails under MFA; what
         --login ropc asks for). Caller holds the lock."""
         s = self.settings
@@ -433,7 +448,7 @@ class EntraClient:
             raise error
         return self._person_tokens(dict(result), _home_account(result))
 
-    def _managed_identity(self) -> EntraTokens:
+    def _managed_identity(self) -> TokenSet:
         """The managed identity of the Azure machine kubetray runs on (IMDS, App Service,
         Arc...): MSAL finds the endpoint. A user-assigned identity by client or resource id."""
         s = self.settings
@@ -450,21 +465,20 @@ class EntraClient:
             result = client.acquire_token_for_client(resource=s.server_id.rstrip("/"))
         if "access_token" not in result:
             raise errors.from_result(result, "managed identity token request", machine=True)
-        tokens = self._app_tokens(
-            result, s.client_id or s.identity_resource_id or "system-assigned"
-        )
-        # The endpoint answers from its own cache until about 5 minutes before the end.
-        return replace(tokens, refresh_after=tokens.expires_at - timedelta(minutes=5))
+        # The endpoint answers from its own cache until about 5 minutes before the token's end;
+        # issued_at is now, so a renewal that got the same token back waits for that.
+        return self._app_tokens(result, s.client_id or s.identity_resource_id or "system-assigned")
 
     # --- logout, status, doctor ---------------------------------------------------
 
-    def forget(self, tokens: EntraTokens | None) -> Revocation:
+    def revoke(self, tokens: TokenSet) -> Revocation:
         """Drop the person's account from MSAL's cache. Entra has no endpoint that revokes one
         refresh token (its v2.0 endpoints offer no RFC 7009 revocation)."""
         with self._lock:
-            if tokens is not None and tokens.home_account_id:
+            home = tokens.state.get(ACCOUNT)
+            if home:
                 self._load(tokens)
-                self._forget_account(tokens.home_account_id)
+                self._forget_account(home)
             self._load(None)
         return Revocation(
             False,
@@ -472,55 +486,67 @@ class EntraClient:
             "expires or an admin revokes your sessions",
         )
 
-    def describe(self, tokens: EntraTokens | None) -> list[tuple[str, str]]:
-        """What status and the tray show: tenant, account, cloud, mode."""
-        s = self.settings
-        out = [("tenant", (tokens.tenant_id if tokens else None) or s.tenant_id or "?")]
-        if tokens and tokens.account:
-            out.append(("account", tokens.account))
-        out.append(("cloud", s.cloud_name))
-        out.append(("login", s.mode))
-        return out
-
     def checks(self) -> list[Check]:
-        """Doctor: the login host answers, the tenant exists there, the clocks agree."""
+        """Doctor: the login host answers, the tenant exists there, the clocks agree; for
+        azurecli/azd: the tool is there and logged in."""
         s = self.settings
-        if s.mode in (o.AZURECLI, o.AZD, o.MSI):
-            return []
+        if s.mode in (o.AZURECLI, o.AZD):
+            return self._tool_checks()
+        if s.mode == o.MSI:
+            return [Check("managed identity", True, "asked at the first token request")]
+        host = urlsplit(s.authority_host).netloc
         url = f"{s.authority}/v2.0/.well-known/openid-configuration"
         try:
             answer = self._http.get(url)
         except Exception as e:  # TransportError, or an unexpected one
             error = errors.from_exception(e, url)
-            return [Check("login host", False, error.one_line())]
-        out = [Check("login host", True, f"{s.authority_host} answers")]
+            return [Check(f"Entra {host}", False, error.message, error.hint)]
+        out = [Check(f"Entra {host}", True, f"answers ({s.cloud_name})")]
         if answer.status_code == 200:
-            out.append(Check("tenant", True, f"{s.tenant_id} exists in the {s.cloud_name}"))
+            out.append(Check(f"tenant {s.tenant_id}", True, "exists there"))
         else:
             try:
                 what = errors.describe(json.loads(answer.text))
             except ValueError:
                 what = f"HTTP {answer.status_code}"
-            out.append(Check("tenant", False, f"{s.tenant_id}: {what}"))
-        date = answer.headers.get("Date") or answer.headers.get("date")
-        if date:
-            try:
-                offset = (parsedate_to_datetime(date) - self._clock()).total_seconds()
-            except (TypeError, ValueError):
-                offset = None
-            if offset is not None:
-                from app.oidc.errors import clock_words
-
-                out.append(
-                    Check(
-                        "clock",
-                        abs(offset) < 300,
-                        "agrees with Entra's"
-                        if abs(offset) < 60
-                        else f"Entra's clock is {clock_words(offset)} this machine's",
-                    )
+            out.append(
+                Check(
+                    f"tenant {s.tenant_id}",
+                    False,
+                    f"Entra does not know it ({what})",
+                    "check --tenant-id, and --environment (the tenant may be in another cloud)",
                 )
+            )
+        date = answer.headers.get("Date") or answer.headers.get("date")
+        try:
+            server = parsedate_to_datetime(date) if date else None
+        except (TypeError, ValueError):
+            server = None
+        from app.providers.oidc import check_clock
+
+        out.extend(check_clock(f"Entra {host}", server, self._clock, CLOCK_SKEW))
         return out
+
+    def _tool_checks(self) -> list[Check]:
+        from app.providers.entra import tools
+
+        s = self.settings
+        name = tools.command(s)[0]
+        found = tools.find(name, s.tool_path)
+        if found is None:
+            return [
+                Check(
+                    name,
+                    False,
+                    "not installed here (not on PATH)",
+                    "install it, or log in with kubetray: --login devicecode or interactive",
+                )
+            ]
+        try:
+            tokens = tools.token(s, self._clock)
+        except LoginError as e:
+            return [Check(name, True, found), Check(f"{name} login", False, e.message, e.hint)]
+        return [Check(name, True, found), Check(f"{name} login", True, tokens.who())]
 
 
 def _certificate(path: str, password: str | None) -> dict[str, Any]:

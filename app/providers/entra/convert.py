@@ -6,24 +6,22 @@ int128/kubelogin's, which names ``--oidc-issuer-url``), and the ``auth-provider:
 of old ``az aks get-credentials --format azure`` files, which kubectl ≥ 1.26 cannot run at all.
 
 Every flag keeps its meaning because kubetray-exec reads Azure kubelogin's command line itself
-(app.providers.entra.options): ``args`` stay as they are, plus ``--name=<user>`` so the
-identity's name does not depend on which client calls first. ``command`` becomes kubetray-exec
-and ``installHint`` kubetray's; ``apiVersion``, ``env`` (AZURE_CONFIG_DIR), ``interactiveMode``
-and ``provideClusterInfo`` are kept. An ``auth-provider: azure`` user becomes exactly what
-``kubelogin convert-kubeconfig`` (devicecode, its default) writes for it.
+(app.providers.entra.options): ``args`` stay exactly as they are (no ``--name``: one Entra
+login serves every cluster of its tenant, so no kubeconfig user names it). ``command`` becomes
+kubetray-exec and ``installHint`` kubetray's; ``apiVersion``, ``env`` (AZURE_CONFIG_DIR),
+``interactiveMode`` and ``provideClusterInfo`` are kept (app.kubeconfig.migrate). An
+``auth-provider: azure`` user becomes exactly what ``kubelogin convert-kubeconfig``
+(devicecode, its default) writes for it.
 
 Users whose command line kubetray refuses (azurepipelines, --pop-enabled, --legacy) are left as
 they are, with the refusal as the reason: Azure kubelogin keeps serving them.
 """
 
-import copy
 from typing import Any
 
 from app.providers.entra import options as o
 from app.providers.entra import settings
 from exec_helper.options import OptionsError
-
-EXEC_API_VERSION = "client.authentication.k8s.io/v1beta1"
 
 
 def azure_args(user: Any) -> list[str] | None:
@@ -86,34 +84,3 @@ def check(args: list[str]) -> str | None:
             return str(e)
     return None
 
-
-def convert(user: dict[str, Any], name: str, helper: str) -> dict[str, Any]:
-    """The user body that runs ``args`` through kubetray-exec (``helper``'s absolute path)."""
-    from app.kubeconfig.setup import INSTALL_HINT
-
-    args = azure_args(user)
-    assert args is not None
-    named = any(a == "--name" or a.startswith("--name=") for a in args)
-    after = copy.deepcopy(user)
-    exec_ = after.get("exec")
-    if not isinstance(exec_, dict):
-        after.pop("auth-provider", None)
-        exec_ = after["exec"] = {"apiVersion": EXEC_API_VERSION, "provideClusterInfo": False}
-    exec_.update(
-        command=helper,
-        args=[*args, *([] if named else [f"--name={name}"])],
-        installHint=INSTALL_HINT,
-    )
-    return after
-
-
-def plan(user: Any, name: str, helper: str) -> tuple[dict[str, Any] | None, str | None]:
-    """(the converted user, None), (None, why it stays) or (None, None) when it is no Azure
-    kubelogin user."""
-    args = azure_args(user)
-    if args is None:
-        return None, None
-    why = check(args)
-    if why:
-        return None, why
-    return convert(user, name, helper), None

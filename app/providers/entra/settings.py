@@ -22,9 +22,10 @@ azurepipelines     refused: it exists only inside an Azure Pipelines job
 """
 
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
+from app.providers.base import NOBODY, SCREEN
 from app.providers.entra import clouds
 from app.providers.entra import options as o
 from exec_helper.options import OptionsError
@@ -91,7 +92,11 @@ class EntraSettings:
     """Things status says about these settings (an unknown --environment, say)."""
     sources: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
-    kind = KIND
+    kind: ClassVar[str] = KIND
+    named_by_kubeconfig: ClassVar[bool] = False
+    """One login serves every cluster of the tenant (AKS clusters share the server app): the
+    identity is not one kubeconfig user's."""
+    browser_command: ClassVar[str | None] = None
 
     @property
     def scope(self) -> str:
@@ -111,6 +116,40 @@ class EntraSettings:
     def machine(self) -> bool:
         """No person is ever needed (ROPC needs nobody once both credentials are given)."""
         return not self.person
+
+    @property
+    def can_fetch(self) -> bool:
+        """A machine identity whose credential is at hand (settings read back from the index
+        carry no secret)."""
+        if self.mode == o.SPN:
+            return bool(self.client_secret or self.client_certificate)
+        if self.mode == o.ROPC:
+            return bool(self.username and self.password)
+        if self.mode == o.WORKLOADIDENTITY:
+            return bool(self.federated_token_file or self.github_token_request)
+        return self.machine
+
+    @property
+    def login_needs(self) -> str:
+        return SCREEN if self.person else NOBODY
+
+    @property
+    def group(self) -> str:
+        """Who answers renewals: the tenant's token endpoint, or the tool."""
+        if self.mode in (o.MSI, *TOOL_MODES):
+            return f"{KIND}:{self.mode}"
+        return self.authority
+
+    @property
+    def where(self) -> str:
+        if self.mode in TOOL_MODES:
+            return "Azure CLI" if self.mode == o.AZURECLI else "Azure Developer CLI"
+        if self.mode == o.MSI:
+            return "this machine's managed identity"
+        return f"Microsoft Entra ID, tenant {self.tenant_id} ({self.cloud_name})"
+
+    def to_index(self) -> dict[str, Any]:
+        return self.to_dict()
 
     @property
     def key(self) -> str:
@@ -139,9 +178,10 @@ class EntraSettings:
 
     @property
     def fallback_name(self) -> str:
-        """A name for an identity nobody named: ``aks@<tenant>``, ``spn:<app>@<tenant>``."""
+        """A name for an identity nobody named: ``aks@72f988bf`` (the tenant's first part),
+        ``spn:<app>@<tenant>``, ``aks@azurecli``."""
         server = "aks" if self.server_id == AKS_SERVER else self.server_id
-        tenant = self.tenant_id or "default tenant"
+        tenant = (self.tenant_id or "default tenant").split("-")[0]
         if self.mode in (o.SPN, o.WORKLOADIDENTITY):
             return f"{self.mode}:{self.client_id}@{tenant}"
         if self.mode in (o.MSI, *TOOL_MODES):

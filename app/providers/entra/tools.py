@@ -7,8 +7,7 @@ get-access-token --output json --resource <server-id> [--tenant T] [--subscripti
 kubetray never reads ``~/.azure`` (MSAL's cache there is the CLI's own, encrypted on Windows).
 The login stays the tool's (``az login``); kubetray adds single flight (one ``az`` for every
 waiting kubectl), memory, and renewal ahead of expiry. The tools answer from their own cache
-until the token is within 5 minutes of its end, so kubetray renews no sooner
-(:attr:`EntraTokens.refresh_after`).
+until the token is within 5 minutes of its end (see :func:`_parse` for why that makes no loop).
 
 ``az aks get-credentials`` converts AKS users to this mode when Azure kubelogin is installed
 (azure-cli 2.78+), so it is the mode most desktops have.
@@ -23,9 +22,9 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from app.oidc.errors import LoginError, ProviderUnavailable
+from app.providers.base import TokenSet
 from app.providers.entra import options as o
 from app.providers.entra.settings import EntraSettings
-from app.providers.entra.tokens import EntraTokens
 
 TOOL_CACHE_MARGIN = timedelta(minutes=5)
 """MSAL (inside az and azd) hands out a cached token until it is this close to its end."""
@@ -83,7 +82,7 @@ def _words(s: EntraSettings) -> tuple[str, str]:
     )
 
 
-def token(s: EntraSettings, clock: Callable[[], datetime]) -> EntraTokens:
+def token(s: EntraSettings, clock: Callable[[], datetime]) -> TokenSet:
     """Run the tool once and read its token."""
     tool = _words(s)[0]
     argv = command(s)
@@ -133,7 +132,7 @@ def _failure(s: EntraSettings, output: str) -> LoginError:
     return LoginError(f"{tool} gave no token ({last or 'no message'})", f"check {login}")
 
 
-def _parse(s: EntraSettings, output: str, clock: Callable[[], datetime]) -> EntraTokens:
+def _parse(s: EntraSettings, output: str, clock: Callable[[], datetime]) -> TokenSet:
     tool = _words(s)[0]
     try:
         doc = json.loads(output)
@@ -152,13 +151,14 @@ def _parse(s: EntraSettings, output: str, clock: Callable[[], datetime]) -> Entr
             tenant = s.tenant_id
     except (ValueError, KeyError, TypeError):
         raise LoginError(f"{tool}'s answer is not the token JSON kubetray expects") from None
-    return EntraTokens(
-        access_token=access,
+    # issued_at is now: a renewal that got the tool's cached token back sees it as a token
+    # with only its remaining time to live, and the next renewal comes when little is left,
+    # after the tool's own refresh point (TOOL_CACHE_MARGIN): never a loop of runs.
+    return TokenSet(
         expires_at=expires,
-        issued_at=clock(),
-        account=_who(access) or f"{s.mode} login",
-        tenant_id=str(tenant) if tenant else None,
-        refresh_after=expires - TOOL_CACHE_MARGIN,
+        issued_at=min(clock(), expires),
+        access_token=access,
+        claims={"preferred_username": _who(access) or f"{s.mode} login", "tid": str(tenant or "")},
     )
 
 
