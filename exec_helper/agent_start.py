@@ -16,6 +16,8 @@ from exec_helper.exec_credential import ExecInfoError, parse_exec_info
 from exec_helper.options import OptionsError, build_parser, resolve
 
 START_TIMEOUT = 10.0
+OWN_FLAGS = ("--oidc-", "--stored", "--grant-type", "--name")
+"""kubetray-exec's own flags (int128/kubelogin's and --stored): what the helper can check."""
 """An agent's start-up is a second or two; a loaded machine may take longer."""
 
 
@@ -72,9 +74,13 @@ def _forwarded_here() -> str | None:
 
 
 def _validate(exec_info: str, args: list[str]) -> None:
+    """Bad input is said before an agent starts. Only kubetray's own flags are checked here:
+    a command line that names none of them (Azure kubelogin's ``get-token --server-id ...``)
+    is a cloud tool's, which only the agent's providers read."""
     try:
         info = parse_exec_info(exec_info)
-        resolve(args, info.cluster.config if info.cluster else None)
+        if not args or any(a.startswith(OWN_FLAGS) for a in args):
+            resolve(args, info.cluster.config if info.cluster else None)
     except (ExecInfoError, OptionsError) as e:
         raise HelperError(str(e)) from None
 

@@ -98,8 +98,8 @@ class EntraProvider:
     def convert(self, exec_: Mapping[str, Any], user: str) -> Converted | None:
         """Azure kubelogin's exec entries, and the ``auth-provider: azure`` entries of old
         kubeconfigs (given as ``{"auth-provider": {...}}``): their command line, unchanged."""
-        user = dict(exec_) if "auth-provider" in exec_ else {"exec": dict(exec_)}
-        args = conversion.azure_args(user)
+        body = dict(exec_) if "auth-provider" in exec_ else {"exec": dict(exec_)}
+        args = conversion.azure_args(body)
         if args is None:
             return None
         why = conversion.check(args)

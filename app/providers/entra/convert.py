@@ -83,4 +83,3 @@ def check(args: list[str]) -> str | None:
         except OptionsError as e:
             return str(e)
     return None
-
