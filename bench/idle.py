@@ -38,10 +38,13 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICK  # utime + stime
 
 
-def measure(kt, identities: list[list[str]], idle: float) -> tuple[float, float, float]:  # type: ignore[no-untyped-def]
-    """(RSS MB, CPU %, CPU s) of the app over ``idle`` seconds after serving each identity once."""
+def measure(
+    kt, identities: list[list[str]], idle: float, command: tuple[str, ...] = ()
+) -> tuple[float, float, float]:  # type: ignore[no-untyped-def]
+    """(RSS MB, CPU %, CPU s) of the app (or ``command``: ``agent`` for the headless agent)
+    over ``idle`` seconds after serving each identity once."""
     app = subprocess.Popen(
-        [sys.executable, "-m", "app"],
+        [sys.executable, "-m", "app", *command],
         env=kt.env,
         cwd=ROOT,
         stdout=subprocess.DEVNULL,

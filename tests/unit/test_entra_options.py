@@ -261,3 +261,19 @@ def test_tool_modes_key_on_the_callers_azure_profile() -> None:
     b = parse(cli, {"AZURE_CONFIG_DIR": "/home/u/.azure-personal"})
     assert a.key != b.key and a.azure_config_dir == "/home/u/.azure-work"
     assert from_args(o.parse(cli, {}), {"PATH": "/opt/az/bin"}).tool_path == "/opt/az/bin"
+
+
+def test_reading_an_azure_command_line_loads_no_msal() -> None:
+    """msal (and requests with it) is loaded only when an Entra identity needs tokens: every
+    agent reads command lines and describes identities without it."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from app.providers import default; ps = default(); "
+        f"w = ps.wanted({AKS!r}, None, {{}}); p = ps.of(w.settings); "
+        "p.describe(w.settings, None); p.note(w.settings, None); "
+        "print(sorted(m for m in ('msal', 'requests', 'jwt') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
