@@ -29,6 +29,7 @@ from app.providers.base import Check, Settings, Wanted
 from app.store.choice import CHOSEN_NOTICE, MEMORY_NOTICE
 from app.store.keyring_store import NoKeyring
 from app.store.secret_store import SecretStore
+from exec_helper import paths
 from exec_helper.exec_credential import extension
 from exec_helper.options import OptionsError
 
@@ -51,6 +52,7 @@ class KubetrayUser:
 def kubetray_users(view: View, providers: Providers | None = None) -> Iterator[KubetrayUser]:
     """The users kubectl sees that run kubetray-exec, each with its per-context settings."""
     providers = providers or default()
+    caller = dict(item.split("=", 1) for item in paths.kubetray_env())
     contexts = [e.get("context") for _, e in view.merged("contexts")]
     for f, entry in view.merged("users"):
         body = entry.get("user")
@@ -62,10 +64,12 @@ def kubetray_users(view: View, providers: Providers | None = None) -> Iterator[K
         for ctx in contexts:
             if isinstance(ctx, dict) and ctx.get("user") == entry["name"]:
                 configs.append(_extension(view, ctx.get("cluster")))
+        # What kubectl gives kubetray-exec: this shell's variables, the exec entry's over them.
+        env = {**caller, **_env(exec_.get("env"))}
         wanted = []
         for config in configs:
             try:
-                wanted.append(providers.wanted(args, config, _env(exec_.get("env"))))
+                wanted.append(providers.wanted(args, config, env))
             except (OptionsError, AppError):
                 continue
         yield KubetrayUser(f.path, str(entry["name"]), str(exec_["command"]), wanted)
@@ -167,11 +171,23 @@ def check_agent(status: Callable[[], dict[str, Any]]) -> Check:
             "start kubetray (the tray app) or kubetray agent; kubetray-exec also starts it",
         )
     agent = doc.get("agent") or {}
-    detail = f"running (pid {agent.get('pid')}, kubetray {agent.get('version')})"
+    build = f", build {agent['build']}" if agent.get("build") else ""
+    detail = f"running (pid {agent.get('pid')}, kubetray {agent.get('version')}{build})"
     if agent.get("store"):
         from app.store.choice import describe
 
         detail += f"; tokens in {describe(agent)}"
+    if agent.get("version") != __version__:
+        pending = agent.get("restart") or {}
+        waits = pending.get("waits_for") if isinstance(pending, dict) else None
+        return Check(
+            "agent",
+            True,
+            f"{detail}; this kubetray is {__version__}"
+            + (f": it restarts into it once {waits}" if waits else ""),
+            "kubetray restart (it waits for logins in progress)",
+            warn=True,
+        )
     return Check("agent", True, detail)
 
 

@@ -58,7 +58,8 @@ def main() -> int:
             ("3 OIDC identities", oidc, "oidc"),
             ("3 OIDC + 1 Entra", [*oidc, spn], "oidc"),
         )
-        for label, command in (("agent", ("agent",)), ("tray app", ())):
+        agent = [sys.executable, "-m", "app", "agent"]
+        for label, command in (("agent", agent), ("tray app", None)):
             for what, identities, base in scenarios:
                 with kubetray_env(Path(tempfile.mkdtemp(prefix="kt-bench-entra-"))) as kt:
                     kt.env["QT_QPA_PLATFORM"] = "offscreen"

@@ -150,6 +150,11 @@ class OptionsError(ValueError):
     """An argument or a per-cluster setting kubetray-exec cannot use."""
 
 
+class UnknownArgument(OptionsError):
+    """An argument none of kubetray-exec's own flags is: a typo, or another tool's command
+    line, which a provider in the agent may read (app.providers): said by the agent."""
+
+
 _FIELDS = {f.name.replace("_", "-"): f for f in dataclasses.fields(HelperOptions)}
 _TRUE = {"true", "1", "yes", "t"}
 _FALSE = {"false", "0", "no", "f"}
@@ -287,9 +292,10 @@ def parse_args(args: list[str]) -> dict[str, Any]:
         ]
     )
     if rest:
-        raise OptionsError(
-            f"unknown argument {rest[0]!r}: kubetray-exec takes the kubelogin get-token flags and "
-            "--stored NAME (see kubetray-exec --help)"
+        raise UnknownArgument(
+            f"unknown argument {rest[0]!r}: kubetray-exec takes the kubelogin get-token flags, "
+            "--stored NAME, or gke-gcloud-auth-plugin's command line after its name (see "
+            "kubetray-exec --help)"
         )
     fields = {f.name: f for f in dataclasses.fields(HelperOptions)}
     return {

@@ -32,6 +32,17 @@ TIMEOUT_ENV = "KUBETRAY_EXEC_TIMEOUT"
 """Seconds kubetray-exec waits for each frame of the agent's answer (exchange.FRAME_TIMEOUT)."""
 FAST_ENV = "KUBETRAY_EXEC_FAST"
 """``0``: the installed launcher never takes its fast path (it always starts Python)."""
+HANDOVER_ENV = "KUBETRAY_LISTEN_FDS"
+"""``SOCKET,LOCK``: what a restarting agent hands over across exec (app/restart.py)."""
+HANDOVER_PID_ENV = "KUBETRAY_LISTEN_PID"
+"""The pid they were handed to: a child that inherits the environment must not take them."""
+RESTART_ENV = (
+    "KUBETRAY_RESTARTED_FROM",
+    "KUBETRAY_MEMORY_FD",
+    "KUBETRAY_BUILD_FILE",
+    "KUBETRAY_PIN",
+)
+"""Also set for (or by) a restarted agent: never a setting for kubetray-exec to pass on."""
 INFRA_ENV = (
     RUNTIME_ENV,
     "KUBETRAY_CONFIG_DIR",
@@ -40,6 +51,9 @@ INFRA_ENV = (
     TIMEOUT_ENV,
     FORWARD_ENV,
     FAST_ENV,
+    HANDOVER_ENV,
+    HANDOVER_PID_ENV,
+    *RESTART_ENV,
 )
 """``KUBETRAY_*`` variables that say how to reach the agent: never sent to it."""
 PASSED_ENV = ("KUBECONFIG", "DBUS_SESSION_BUS_ADDRESS")

@@ -20,7 +20,7 @@ from app.model import CallRecord
 from app.oidc.errors import LoginError
 from app.usecases.account import Account
 from app.usecases.get_credential import CredentialRequest, GetCredential
-from exec_helper import options, protocol
+from exec_helper import options, protocol, version
 from exec_helper.errors import printable
 
 log = logging.getLogger(__name__)
@@ -172,6 +172,12 @@ class Service:
         """More about this agent for status (what program serves)."""
         self.store_facts: Callable[[], dict[str, Any]] = dict
         """Where tokens are kept, asked at each status (the store can move to the keyring)."""
+        self.on_request: Callable[[], None] | None = None
+        """Called as each request arrives: a look at the installation (app/upgrade.py)."""
+        self.on_restart: Callable[[], list[str]] | None = None
+        """`kubetray restart`: restart once idle; returns the logins it waits for."""
+        self.restart_facts: Callable[[], dict[str, Any]] = dict
+        """An update installed, a restart pending (app/restart.py), for status."""
 
     def handle(
         self, request: dict[str, Any], pid: int | None, send: Send, receive: Receive
@@ -181,6 +187,11 @@ class Service:
         Fields are checked before use: a malformed request gets an exit-2 answer saying what
         is wrong, never a traceback in the log and never silence.
         """
+        if self.on_request is not None:
+            try:
+                self.on_request()
+            except Exception:  # a look at the installation must never cost the answer
+                log.exception("checking the installation failed")
         try:
             self._dispatch(request, pid, send, receive)
         except BadRequest as e:
@@ -230,6 +241,16 @@ class Service:
                 send(_result(0, stdout=self._json({"pid": os.getpid()})))
             finally:
                 self.on_stop(bool(request.get("when_idle")))
+        elif op == "restart" and self.on_restart is not None:
+            waiting = self.on_restart()
+            send(
+                _result(
+                    0,
+                    stdout=self._json(
+                        {"pid": os.getpid(), "version": __version__, "waits_for": waiting}
+                    ),
+                )
+            )
         elif op == "invalidate":
             self._broker.invalidate(_str(request, "name"))
             send(_result(0))
@@ -252,9 +273,11 @@ class Service:
             "agent": {
                 "pid": os.getpid(),
                 "version": __version__,
+                "build": version.BUILD,
                 "socket": self._socket,
                 **self.store_facts(),
                 **self.facts,
+                **self.restart_facts(),
             },
         }
 

@@ -350,6 +350,32 @@ class Logins:
         """End every login in flight; its callers hear ``reason`` (see Flights.abort_all)."""
         return self._flights.abort_all(reason)
 
+    def hold(self, timeout: float) -> Callable[[], None] | None:
+        """Hold every identity still for the process to be replaced: none refreshing (its
+        answer holds the rotated refresh token), none with tokens the store lacks, none being
+        saved, and none can start to, until released. Returns the release, or None (nothing
+        held) when an identity is not still within ``timeout`` seconds (a keyring that refuses
+        the newest tokens keeps it so: they are in memory only)."""
+        deadline = time.monotonic() + timeout
+        held: list[threading.Lock] = []
+
+        def release() -> None:
+            for lock in reversed(held):
+                lock.release()
+
+        with self._lock:
+            sessions = list(self._sessions.values())
+        for session in sessions:
+            for lock in (session.saving, session.lock):  # _save_pending's order
+                if not lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+                    release()
+                    return None
+                held.append(lock)
+            if session.refreshing or session.unsaved:
+                release()
+                return None
+        return release
+
     # -- tokens -----------------------------------------------------------------------------
 
     def _load(self, st: Entry, session: _Session) -> None:
@@ -366,7 +392,8 @@ class Logins:
             if data is not None:
                 self._store.set(store_key(st.identity), data)
                 self._store.delete(_store_key(st.legacy_key))
-        session.tokens = TokenSet.from_bytes(data) if data else None
+        what = f"the tokens of {st.identity.name}"
+        session.tokens = TokenSet.from_bytes(data, what) if data else None
         session.loaded = True
         self._schedule(st, session)
 

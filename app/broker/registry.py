@@ -13,16 +13,17 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from app import formats, jsonfile
 from app import identity as idmod
-from app import jsonfile
 from app.model import OIDC, STORED, Identity
 from app.providers import Providers, default
 from app.providers.base import Settings
 
 INDEX_VERSION = 2
-"""An entry is ``{"name", "chosen", "settings"}`` for an OIDC identity (as the first rounds
-wrote it), ``{"name", "chosen", "kind", "config"}`` for another provider's: a kubetray that
-knows no such kind finds no ``settings`` in it and leaves it alone."""
+"""identities.json's format (app/formats.py): 1 was the first round's {name: entry} map. An
+entry is ``{"name", "chosen", "settings"}`` for an OIDC identity (as the first rounds wrote
+it), ``{"name", "chosen", "kind", "config"}`` for another provider's: a kubetray that knows no
+such kind finds no ``settings`` in it, keeps it as it is and writes it back."""
 
 
 @dataclass(eq=False)
@@ -44,6 +45,9 @@ class Entry:
     """The key an earlier kubetray stored this identity's tokens under (moved on first read)."""
     chosen: bool = False
     """Its name was given with ``--name``: no later ``--name`` renames it."""
+    kept: dict[str, Any] | None = None
+    """What a newer kubetray wrote in its index entry (``settings`` included) that this one
+    does not know: written back as it was."""
 
 
 class Registry:
@@ -63,6 +67,8 @@ class Registry:
         self._lock = threading.Lock()
         self._states: dict[str, Entry] = {}
         self._loaded_index = False
+        self._kept: dict[str, Any] = {}
+        """The index's own fields and entries this version cannot read, written back as read."""
 
     # -- lookups --------------------------------------------------------------------------
 
@@ -169,42 +175,90 @@ class Registry:
     # -- the index ------------------------------------------------------------------------
 
     def _load_index(self) -> None:
+        """Read the index once. A newer format raises NewerFormat (every call that needs the
+        index says so) and nothing is ever written over it."""
         if self._loaded_index:
             return
         doc = jsonfile.load(self._index_path)
+        if isinstance(doc, dict) and formats.FIELD in doc:
+            formats.check(doc, self._index_path, INDEX_VERSION)
         entries = _entries(doc)
         with self._lock:
             if self._loaded_index:
                 return
             self._loaded_index = True
+            if isinstance(doc, dict) and doc.get(formats.FIELD) == INDEX_VERSION:
+                self._kept = {
+                    "top": formats.unknown(doc, ("identities",)),
+                    "entries": {
+                        k: r
+                        for k, r in (doc.get("identities") or {}).items()
+                        if k not in {raw_key for _, _, _, raw_key, _ in entries}
+                    },
+                }
             for name, kind, raw, raw_key, chosen in entries:
                 try:
                     settings = self.providers.by_kind(kind).from_index(raw)
-                except (KeyError, TypeError, ValueError):
-                    continue  # written by a newer kubetray, or damaged: skip, keep the rest
+                except (KeyError, TypeError, ValueError):  # a kind this kubetray lacks, or
+                    # damaged: kept as it was, not served
+                    self._kept.setdefault("entries", {})[raw_key] = _raw_entry(doc, raw_key)
+                    continue
                 key = settings.key
                 if key in self._states or settings.kind != kind:
                     continue
                 taken = self._taken(except_key=key)
                 identity = Identity(key, idmod.unique_name(name, taken), kind)
                 legacy = raw_key if raw_key != key else None
-                self._states[key] = Entry(identity, settings, legacy_key=legacy, chosen=chosen)
+                kept = _unknown_of_entry(doc, raw_key, raw, settings)
+                self._states[key] = Entry(identity, settings, legacy, chosen, kept or None)
 
     def _save_index(self) -> None:
         """Write the login identities' names and non-secret settings (caller holds the lock)."""
-        out: dict[str, Any] = {}
+        out: dict[str, Any] = {
+            k: v for k, v in (self._kept.get("entries") or {}).items() if v is not None
+        }
         for st in self._states.values():
             if st.settings is None:
                 continue
-            entry: dict[str, Any] = {"name": st.identity.name}
-            if st.settings.kind == OIDC:
-                entry["settings"] = st.settings.to_index()
-            else:
+            kept = dict(st.kept or {})
+            section = _section(st.settings.kind)
+            settings = {**kept.pop(section, {}), **st.settings.to_index()}
+            entry: dict[str, Any] = {**kept, "name": st.identity.name}
+            if st.settings.kind != OIDC:
                 entry["kind"] = st.settings.kind
-                entry["config"] = st.settings.to_index()
+            entry[section] = settings
             entry["chosen"] = st.chosen
             out[st.identity.key] = entry
-        jsonfile.save(self._index_path, {"version": INDEX_VERSION, "identities": out})
+        doc = {**(self._kept.get("top") or {}), "identities": out}
+        jsonfile.save(self._index_path, formats.stamped(doc, INDEX_VERSION))
+
+
+def _section(kind: str) -> str:
+    """Where an entry holds its settings: ``settings`` (OIDC, as ever) or ``config``."""
+    return "settings" if kind == OIDC else "config"
+
+
+def _raw_entry(doc: object, key: str) -> Any:
+    if isinstance(doc, dict) and doc.get(formats.FIELD) == INDEX_VERSION:
+        return (doc.get("identities") or {}).get(key)
+    return None
+
+
+def _unknown_of_entry(
+    doc: object, key: str, raw: dict[str, Any], settings: Settings
+) -> dict[str, Any]:
+    """The fields of an index entry (and of its settings) this version does not know: what
+    ``to_index`` does not write."""
+    entry = _raw_entry(doc, key)
+    if not isinstance(entry, dict):
+        return {}
+    section = _section(settings.kind)
+    out = {k: v for k, v in entry.items() if k not in ("name", "kind", section, "chosen")}
+    known = set(settings.to_index()) | set(getattr(settings, "SECRETS", ()))
+    extra_settings = {k: v for k, v in raw.items() if k not in known}
+    if extra_settings:
+        out[section] = extra_settings
+    return out
 
 
 def _entries(doc: object) -> list[tuple[str, str, dict[str, Any], str, bool]]:

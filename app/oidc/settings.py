@@ -34,7 +34,7 @@ class OIDCSettings:
 
     issuer: str
     client_id: str
-    client_secret: str | None = None
+    client_secret: str | None = field(default=None, repr=False)
     scopes: tuple[str, ...] = ()
     extra_params: tuple[tuple[str, str], ...] = ()
     use_access_token: bool = False
@@ -47,7 +47,7 @@ class OIDCSettings:
     local_server_key: str | None = None
     redirect_url_keyboard: str | None = None
     username: str | None = None
-    password: str | None = None
+    password: str | None = field(default=None, repr=False)
     ca_files: tuple[str, ...] = ()
     ca_data: tuple[str, ...] = ()
     insecure: bool = False

@@ -32,6 +32,13 @@ def who(identity: IdentityStatus) -> str:
     return name
 
 
+def details(identity: IdentityStatus) -> str:
+    """What a provider shows besides who: ``tenant contoso · project p`` (not the account
+    again when it is who)."""
+    shown = [f"{label} {value}" for label, value in identity.details if value != identity.who]
+    return " · ".join(shown)
+
+
 def kubectl_line(context: str) -> str:
     """A command to try ``context`` with, quoted for the platform's usual shell."""
     if sys.platform == "win32":
@@ -161,3 +168,17 @@ CAPABILITY_WORDS = {
 def capability_words(name: str) -> str:
     """A provider capability as Add cluster lists it."""
     return CAPABILITY_WORDS.get(name, name)
+
+
+def about_text() -> str:
+    """The About box: which kubetray, which build, from where."""
+    from exec_helper import version
+
+    where = version.build_file() or "a development install (no build file)"
+    return (
+        f"kubetray {version.VERSION}\n"
+        + (f"build {version.BUILD}\n" if version.BUILD else "")
+        + f"Python {sys.version.split()[0]}\n{where}\n\n"
+        "Kubernetes logins from your desktop. After an upgrade kubetray restarts by itself "
+        "once no login is in flight and its windows are closed."
+    )

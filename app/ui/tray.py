@@ -26,7 +26,7 @@ from app.ui import icons
 from app.ui.controller import TrayController
 from app.ui.dialogs import AddClusterDialog, ConsentDialog, SettingsDialog, ask_login
 from app.ui.notify import DEFAULT, DesktopNotifications
-from app.ui.text import time_left, who
+from app.ui.text import details, time_left, who
 from app.ui.tray_host import TrayHost
 from app.ui.views import DeviceCodeWindow, DiagnosticsWindow, LinkWindow, bring_to_front
 from app.ui.window import MainWindow
@@ -133,6 +133,8 @@ class IdentityRow:
         _update(self.action, app.line(ident, now))
         issuer = urlsplit(ident.issuer).netloc if ident.issuer else ""
         detail = [who(ident) or issuer or ident.kind]
+        if details(ident):
+            detail.append(details(ident))
         left = time_left(ident.expires, now)
         if left:
             detail.append(left)

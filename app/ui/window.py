@@ -32,7 +32,16 @@ from app.model import ContextUse, IdentityStatus, State
 from app.ui import icons
 from app.ui.controller import TrayController
 from app.ui.dialogs import AddClusterDialog, SettingsDialog
-from app.ui.text import breakable, elide, kubectl_line, plural, state_line, time_left, who
+from app.ui.text import (
+    breakable,
+    details,
+    elide,
+    kubectl_line,
+    plural,
+    state_line,
+    time_left,
+    who,
+)
 from app.ui.views import bring_to_front
 
 OTHER = "Other contexts"
@@ -257,7 +266,7 @@ class MainWindow(QWidget):
         ]
         for col, text in enumerate(texts):
             item.setText(col, text)
-        tip = ident.error or ident.note or ""
+        tip = "\n".join(filter(None, [ident.error or ident.note, details(ident)]))
         for col in range(len(texts)):
             item.setToolTip(col, tip)
 

@@ -98,7 +98,28 @@ def test_setup_adds_cluster_user_and_context(case: Case) -> None:
                 assert entry in (after.get(kind) or []), f"{entry.get('name')} lost in {path}"
 
 
-def test_import_rewrites_only_kubelogin_users_and_undo_restores(case: Case) -> None:
+def _converted(name: str, body: dict[str, Any]) -> tuple[str, list[str]]:
+    """(provider kind, kubetray-exec's args) an import must write for a user."""
+    if "exec" not in body:  # auth-provider: azure, as kubelogin convert-kubeconfig writes it
+        config = body["auth-provider"]["config"]
+        assert body["auth-provider"]["name"] == "azure" and config["config-mode"] == "1"
+        args = ["get-token", "--login", "devicecode", "--server-id", config["apiserver-id"]]
+        args += ["--client-id", config["client-id"], "--tenant-id", config["tenant-id"]]
+        return "entra", [*args, "--environment", config["environment"]]
+    exec_ = body["exec"]
+    flags = migrate.kubelogin_flags(exec_)
+    if flags is not None:
+        return "oidc", ["get-token", *flags, f"--name={name}"]  # named as the user
+    if os.path.basename(exec_["command"]) == "gke-gcloud-auth-plugin":
+        return "google", ["gke-gcloud-auth-plugin", *(exec_.get("args") or [])]
+    if "kubelogin" in exec_["command"]:  # Azure's: its own command line, every flag kept
+        return "entra", list(exec_["args"])
+    raise AssertionError(f"{name} was converted, but this test knows no rule for it")
+
+
+def test_import_rewrites_only_users_of_replaced_tools_and_undo_restores(case: Case) -> None:
+    from app.providers import default
+
     plan, changes, skipped = migrate.plan(case.view(), HELPER)
     case.apply(plan, "import")
     case.check_golden("import")
@@ -108,21 +129,20 @@ def test_import_rewrites_only_kubelogin_users_and_undo_restores(case: Case) -> N
         for name, body in _users(before).items():
             if name in changed:
                 new = _users(after[path])[name]["exec"]
-                assert new["command"] == HELPER and new["args"][0] == "get-token"
-                if "exec" not in body:  # auth-provider: azure, as convert-kubeconfig writes it
-                    assert body["auth-provider"]["name"] == "azure"
-                    assert new["args"][1:3] == ["--login", "devicecode"]
-                    continue
-                assert new["apiVersion"] == body["exec"]["apiVersion"]
-                old_flags = migrate.kubelogin_flags(body["exec"])
-                if old_flags is not None:  # int128/kubelogin's: named as the user
-                    assert new["args"][1:] == [*old_flags, f"--name={name}"]
-                else:  # Azure kubelogin's: its own command line, every flag as it was
-                    assert new["args"] == body["exec"]["args"]
-            else:  # gke, aws, other auth-providers, unknown flags: untouched
+                kind, args = _converted(name, body)
+                assert new["command"] == HELPER and new["args"] == args
+                assert new["apiVersion"] == body.get("exec", new)["apiVersion"]
+                assert default().wanted(new["args"]).kind == kind  # and it means that again
+            else:  # aws, other auth-providers, unknown flags: untouched
                 assert _users(after[path])[name] == body
-    # Left with a reason: flags kubetray does not know, an Azure AD v1 (--legacy) cluster.
-    assert {s.user for s in skipped} <= {"future", "clusterUser_rg-demo_aks-4"}
+    # Left as they are, with the reason: a kubelogin flag kubetray does not know, an
+    # impersonating GKE user (kubetray does not impersonate service accounts), and an AKS
+    # cluster of the retired Azure AD v1 integration (--legacy).
+    assert {s.user for s in skipped} <= {
+        "future",
+        "gke_kubetray-proof_europe-west1_sa",
+        "clusterUser_rg-demo_aks-4",
+    }
     case.apply(records.undo(changes), "import --undo")
     assert case.contents() == case.original
 

@@ -253,3 +253,52 @@ def test_the_cloud_tools_variables_reach_the_agent_and_not_from_an_ssh_host(
     assert "AWSPROFILE" not in sent and "KUBETRAY_RUNTIME_DIR" not in sent
     remote = _remote_env(tuple(f"{k}={v}" for k, v in sent.items()))
     assert not [item for item in remote if item.startswith(paths.PASSED_ENV_PREFIXES)]
+
+
+def test_the_index_keeps_what_it_cannot_read_and_says_so_of_a_newer_format(
+    tmp_path: Path,
+) -> None:
+    """app/formats.py's rules for providers' entries: a kind this kubetray lacks (an AWS
+    identity read by a kubetray without AWS) and fields a provider does not know are kept and
+    written back; an index of a newer format is refused in one line and left alone."""
+    from app.broker.registry import Registry
+    from app.formats import NewerFormat
+    from app.providers.google import GoogleProvider
+
+    index = tmp_path / "identities.json"
+    google = GoogleProvider().wanted(["gke-gcloud-auth-plugin", "--project=p"], None, {}).settings
+    doc = {
+        "version": 2,
+        "kubetray": "9.0.0",
+        "identities": {
+            "aws|arn:aws:iam::1:role/x": {
+                "name": "prod-eks",
+                "kind": "aws",
+                "config": {"role": "x"},
+                "chosen": True,
+            },
+            google.key: {
+                "name": "google",
+                "kind": "google",
+                "config": {**google.to_index(), "tint": "blue"},
+                "chosen": False,
+                "pinned": True,
+            },
+        },
+    }
+    index.write_text(json.dumps(doc))
+    registry = Registry(str(index))
+    (st,) = registry.known()
+    assert st.identity.kind == "google" and st.settings == google
+    registry.login(google, chosen="work")  # a rename: the index is written again
+    written = json.loads(index.read_text())["identities"]
+    assert written["aws|arn:aws:iam::1:role/x"] == doc["identities"]["aws|arn:aws:iam::1:role/x"]
+    mine = written[google.key]
+    assert mine["name"] == "work" and mine["pinned"] is True and mine["config"]["tint"] == "blue"
+    assert mine["config"]["project"] == "p" and "client_secret" not in json.dumps(mine)
+
+    index.write_text(json.dumps({**doc, "version": 3}))
+    with pytest.raises(NewerFormat) as e:
+        Registry(str(index)).known()
+    assert "format 3" in e.value.message and "\n" not in e.value.one_line()
+    assert json.loads(index.read_text())["version"] == 3
