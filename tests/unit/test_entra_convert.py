@@ -115,7 +115,7 @@ def test_users_kubetray_cannot_serve_are_left_with_the_reason(
 @pytest.mark.parametrize(
     "other",
     [
-        {"exec": {"command": "gke-gcloud-auth-plugin"}},
+        {"exec": {"command": "kubectl", "args": ["get-token", "--server-id", "x"]}},
         {"exec": {"command": "aws", "args": ["eks", "get-token", "--cluster-name", "c"]}},
         {"exec": {"command": "kubelogin", "args": ["remove-tokens"]}},
         {"auth-provider": {"name": "oidc", "config": {}}},
