@@ -287,11 +287,12 @@ def add_parsers(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> N
         sub,
         "import",
         "switch kubelogin and gke-gcloud-auth-plugin users to kubetray-exec",
-        "Switch every kubeconfig user that runs int128/kubelogin (kubectl oidc-login) or "
-        "gke-gcloud-auth-plugin (as gcloud container clusters get-credentials writes it) to "
-        "kubetray-exec, keeping every flag's meaning: a client registered for kubelogin keeps "
-        "working, and one Google login serves every GKE cluster. --undo puts the last import "
-        "back.",
+        "Switch every kubeconfig user that runs int128/kubelogin (kubectl oidc-login), Azure "
+        "kubelogin (as az aks get-credentials and kubelogin convert-kubeconfig write it, and "
+        "the old auth-provider: azure) or gke-gcloud-auth-plugin (as gcloud container clusters "
+        "get-credentials writes it) to kubetray-exec, keeping every flag's meaning: a client "
+        "registered for kubelogin keeps working, and one Entra or Google login serves every "
+        "AKS or GKE cluster. --undo puts the last import back.",
         ["kubetray import --dry-run", "kubetray import", "kubetray import --undo"],
     )
     p.add_argument("--undo", action="store_true", help="put the last import back")
