@@ -238,3 +238,38 @@ def test_the_login_survives_an_agent_restart_through_the_keyring(
     assert len([e for e in browser_log(browser) if e["event"] == "opened"]) == 1
     (row,) = [i for i in status(kt)["identities"] if i["kind"] == "entra"]
     assert row["store_error"] is None and row["who"] == "alice@contoso.test"
+
+
+def test_refresh_ahead_keeps_kubectl_served_with_no_new_login(
+    kt: KubetrayEnv, api: APIServer, browser: Path, tmp_path: Path
+) -> None:
+    import time
+
+    with (
+        run_entra(ttl={"AccessToken": 20}) as short,
+        APIServer(CA(), check_token=aks_accepts(short)) as api2,
+    ):
+        config = aks_file(kt, api2, short, "convert-interactive.yaml", tmp_path / "kubeconfig")
+        assert kubectl(kt, config).returncode == 0
+        first = status(kt)["identities"][0]
+        time.sleep(25)  # past the first token's end: the agent refreshed ahead meanwhile
+        done = kubectl(kt, config)
+        assert done.returncode == 0, done.stderr
+        (row,) = [i for i in status(kt)["identities"] if i["kind"] == "entra"]
+        assert row["refreshes"] >= 1 and row["expires"] > first["expires"]
+        assert short.counts().get("refresh_token", 0) >= 1
+        assert short.counts().get("authorization_code", 0) == 1  # still the one login
+        assert len([e for e in browser_log(browser) if e["event"] == "opened"]) == 1
+
+
+def test_doctor_checks_the_login_host_the_tenant_and_the_clock(
+    kt: KubetrayEnv, entra: Entra, api: APIServer, tmp_path: Path
+) -> None:
+    config = aks_file(kt, api, entra, "aks-get-credentials.yaml", tmp_path / "kubeconfig")
+    kt.env["KUBECONFIG"] = str(config)
+    done = kt.kubetray("doctor")
+    lines = done.stdout.splitlines()
+    host = entra.base.removeprefix("https://")
+    assert any(f"Entra {host}" in x and "answers" in x for x in lines), done.stdout
+    assert any(f"tenant {entra.tenant}" in x and "exists there" in x for x in lines), done.stdout
+    assert any(f"clock vs Entra {host}" in x for x in lines), done.stdout
