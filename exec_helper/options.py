@@ -208,7 +208,8 @@ def build_parser() -> argparse.ArgumentParser:
         allow_abbrev=False,
         description="Exec credential plugin for kubectl and other Kubernetes clients: asks the "
         "kubetray agent for a credential and prints an ExecCredential. Name it as the command "
-        "of a kubeconfig user's exec entry; kubelogin get-token flags are accepted.",
+        "of a kubeconfig user's exec entry; kubelogin get-token flags are accepted, and "
+        "gke-gcloud-auth-plugin's command line after its name (kubetray import writes it).",
     )
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     for flag, f in _FIELDS.items():

@@ -74,6 +74,9 @@ reads them as that tool would in the caller's shell (app.providers). Some hold s
 neither logs nor records their environment. A request forwarded from an SSH host carries none
 of them to the desktop's agent (app.usecases.get_credential)."""
 _PREFIXES_B = tuple(p.encode() for p in (ENV_PREFIX, *PASSED_ENV_PREFIXES))
+_FIRST_B = frozenset(p[:1] for p in _PREFIXES_B)
+"""Their first bytes: most of an environment (PATH, HOME, LANG, XDG_*) fails this one set
+lookup, so eight prefixes cost what one did."""
 _PASSED_B = tuple(name.encode() for name in PASSED_ENV)
 
 
@@ -93,7 +96,7 @@ def kubetray_env() -> list[str]:
         items = [
             (k.decode("utf-8", "surrogateescape"), v.decode("utf-8", "surrogateescape"))
             for k, v in posix.environ.items()
-            if k.startswith(_PREFIXES_B) or k in _PASSED_B
+            if (k[:1] in _FIRST_B and k.startswith(_PREFIXES_B)) or k in _PASSED_B
         ]
     return [f"{k}={v}" for k, v in items if k not in INFRA_ENV]
 
