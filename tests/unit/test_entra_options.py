@@ -277,3 +277,16 @@ def test_reading_an_azure_command_line_loads_no_msal() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_the_os_broker_is_the_callers_choice_and_only_on_windows_and_macos(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from app.providers.entra import os_broker
+
+    assert parse(AKS, {}).broker and not parse(AKS, {"KUBETRAY_ENTRA_BROKER": "0"}).broker
+    assert parse(AKS, {}).key == parse(AKS, {"KUBETRAY_ENTRA_BROKER": "0"}).key  # how, not who
+    monkeypatch.setattr(os_broker.importlib.util, "find_spec", lambda name: object())
+    for platform, on in (("linux", False), ("win32", True), ("darwin", True)):
+        monkeypatch.setattr(os_broker.sys, "platform", platform)
+        assert os_broker.enabled(True) is on and os_broker.enabled(False) is False

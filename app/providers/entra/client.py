@@ -98,6 +98,7 @@ class EntraClient:
         self._app: msal.PublicClientApplication | None = None
         self._cache = msal.SerializableTokenCache()
         self._cache_text: str | None = None
+        self._broker = os_broker.enabled(settings.broker)
         self.claims: str | None = None
         """A claims challenge Entra sent with its last refusal: the next login carries it."""
 
@@ -125,7 +126,7 @@ class EntraClient:
 
     def _public(self) -> msal.PublicClientApplication:
         if self._app is None:
-            extra = os_broker.application_options() if os_broker.enabled() else {}
+            extra = os_broker.application_options() if self._broker else {}
             with self._talking():  # MSAL reads the tenant's discovery document here
                 self._app = msal.PublicClientApplication(
                     self.settings.client_id, token_cache=self._cache, **self._common(), **extra
@@ -175,7 +176,7 @@ class EntraClient:
             return self.fetch()
         if how is None:
             how = BROWSER if s.mode == o.INTERACTIVE else DEVICE
-            if how == BROWSER and not ui.browser_available and not os_broker.enabled():
+            if how == BROWSER and not ui.browser_available and not self._broker:
                 ui.show("No browser can be opened here: signing in with a device code.")
                 how = DEVICE
         claims, self.claims = self.claims, None
@@ -183,7 +184,7 @@ class EntraClient:
             self._load(None)  # a login starts clean: one identity, one account
             app = self._public()
             with self._talking():
-                if how == BROWSER and os_broker.enabled():
+                if how == BROWSER and self._broker:
                     result = self._broker_login(app, ui, claims)
                 elif how == BROWSER:
                     result = self._browser_login(app, ui, claims)

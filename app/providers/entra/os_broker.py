@@ -13,25 +13,29 @@ The client app must have the broker's redirect URI registered
 (``ms-appx-web://Microsoft.AAD.BrokerPlugin/<client id>`` on Windows,
 ``msauth.com.msauth.unsignedapp://auth`` on macOS). Whether the AKS client
 (80faf920-1908-4b52-b5ef-a8e7bedfc67a) has them is not known here: ``KUBETRAY_ENTRA_BROKER=0``
-turns the broker off for a person whose broker login fails for that reason.
+in the caller's environment turns the broker off for a person whose broker login fails so.
 """
 
-import os
+import importlib.util
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 ENV = "KUBETRAY_ENTRA_BROKER"
 
 
-def enabled() -> bool:
+def wanted(env: Mapping[str, str]) -> bool:
+    """Whether the caller's KUBETRAY_ENTRA_BROKER leaves the broker on (the default)."""
+    return env.get(ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def enabled(wanted: bool = True) -> bool:
     """Whether Entra logins go through the OS broker here (Windows or macOS, the broker's
-    runtime installed, not turned off with KUBETRAY_ENTRA_BROKER=0)."""
-    if os.environ.get(ENV, "1").strip().lower() in ("0", "false", "no", "off"):
+    runtime installed, and ``wanted``)."""
+    if not wanted:
         return False
     if sys.platform not in ("win32", "darwin"):
         return False
-    import importlib.util
-
     return importlib.util.find_spec("pymsalruntime") is not None
 
 

@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 from app.providers.base import NOBODY, SCREEN
-from app.providers.entra import clouds
+from app.providers.entra import clouds, os_broker
 from app.providers.entra import options as o
 from exec_helper.options import OptionsError
 
@@ -86,6 +86,9 @@ class EntraSettings:
     """--timeout: how long one token request (or one run of az/azd) may take."""
     login_timeout: float = DEFAULT_LOGIN_TIMEOUT
     ca_files: tuple[str, ...] = ()
+    broker: bool = True
+    """Windows and macOS: a person's login through the OS broker (KUBETRAY_ENTRA_BROKER=0 in
+    the caller's environment: the browser instead)."""
     name: str | None = None
     skip_open_browser: bool = False
     notes: tuple[str, ...] = ()
@@ -312,6 +315,7 @@ def from_args(args: o.AzureArgs, env: dict[str, str] | None = None) -> EntraSett
         instance_discovery=not args.disable_instance_discovery and host in MICROSOFT_HOSTS,
         timeout=args.timeout,
         ca_files=args.certificate_authority,
+        broker=os_broker.wanted(env),
         name=args.name,
         skip_open_browser=args.skip_open_browser,
         notes=tuple(n for n in (where.note,) if n),
