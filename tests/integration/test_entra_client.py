@@ -657,3 +657,47 @@ def test_a_tool_that_is_not_installed_says_what_to_do(
         EntraClient(s).fetch()
     assert "runs az, which is not installed here" in failed.value.message
     assert "--login devicecode or interactive" in (failed.value.hint or "")
+
+
+def test_workload_identity_in_github_actions_asks_github_for_the_token(
+    wi_entra: tuple[Entra, object],
+) -> None:
+    """Azure kubelogin in a GitHub Actions job (ACTIONS_ID_TOKEN_REQUEST_URL and _TOKEN set)
+    takes GitHub's OIDC token, asked for with the audience Entra wants, instead of a file."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+    from urllib.parse import parse_qs, urlsplit
+
+    e, key = wi_entra
+    asked: list[tuple[str, str]] = []
+
+    class GitHub(BaseHTTPRequestHandler):
+        def log_message(self, *_args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            audience = parse_qs(urlsplit(self.path).query)["audience"][0]
+            asked.append((audience, self.headers["Authorization"]))
+            body = json.dumps({"value": federated_token(key)}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = HTTPServer(("127.0.0.1", 0), GitHub)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_port}/token?api-version=2.0"
+        s = parse(
+            [
+                "get-token", "--login", "workloadidentity", "--server-id", AKS_SERVER,
+                "--client-id", e.sp_workload, "--tenant-id", e.tenant,
+                "--authority-host", e.base + "/", "--certificate-authority", str(e.ca_file),
+            ],
+            {"ACTIONS_ID_TOKEN_REQUEST_URL": url, "ACTIONS_ID_TOKEN_REQUEST_TOKEN": "gh-job"},
+        )  # fmt: skip
+        assert aks_accepts(e)(EntraClient(s).fetch().access_token)
+        assert asked == [(WORKLOAD_AUDIENCE, "bearer gh-job")]
+    finally:
+        server.shutdown()
+        server.server_close()

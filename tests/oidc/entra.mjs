@@ -21,7 +21,10 @@
 // One JSON argument:
 //   {"tenant": GUID, "domain": "contoso.test", "cert": PEM path, "key": PEM path,
 //    "host": "127.0.0.1", "port": 0, "resources": [server ids], "deviceInterval": 1,
-//    "ttl": {...}, "clients": {...more clients}, "federated": {"issuer", "subject", "jwks"}}
+//    "ttl": {...}, "clients": [...more clients], "federated": {"issuer", "subject", "jwks"}
+//    (workload identity federation: the issuer and subject Entra trusts, the issuer's keys),
+//    "certificateJwks": {keys} (a service principal that signs its assertions with that key),
+//    "msiSecret": S (GET /msi/token answers as App Service's managed identity endpoint)}
 // Prints {"authority": "https://HOST:PORT/<tid>", "issuer": ..., "host": ...} when ready.
 //
 // Test controls (GET): /test/counts (token requests by grant type, errors by code),
