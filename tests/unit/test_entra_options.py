@@ -290,3 +290,36 @@ def test_the_os_broker_is_the_callers_choice_and_only_on_windows_and_macos(
     for platform, on in (("linux", False), ("win32", True), ("darwin", True)):
         monkeypatch.setattr(os_broker.sys, "platform", platform)
         assert os_broker.enabled(True) is on and os_broker.enabled(False) is False
+
+
+def test_entras_refusals_and_silences_as_kubetrays_errors() -> None:
+    from app.oidc.errors import ProviderUnavailable, RefreshRefused
+    from app.oidc.http import TransportError
+    from app.providers.entra import errors
+
+    url = f"https://login.microsoftonline.com/{TENANT}"
+    sent = errors.from_exception(TransportError("timed out", reason=TimeoutError()), url)
+    refused = errors.from_exception(TransportError("no", reason=ConnectionRefusedError()), url)
+    gateway = errors.from_exception(TransportError("HTTP 504", status=504), url)
+    assert isinstance(sent, ProviderUnavailable) and sent.unsure  # may have been rotated
+    assert isinstance(refused, ProviderUnavailable) and not refused.unsure
+    assert isinstance(gateway, ProviderUnavailable) and gateway.unsure
+    mfa = {
+        "error": "invalid_grant",
+        "error_description": "AADSTS50076: Due to a configuration change made by your "
+        "administrator, you must use multi-factor authentication to access 'x'. Trace ID: t "
+        "Correlation ID: c Timestamp: 2026-11-21 12:00:00Z",
+        "suberror": "basic_action",
+        "claims": '{"access_token":{"capolids":{"essential":true,"values":["p"]}}}',
+    }
+    error = errors.from_result(mfa, "refresh")
+    assert isinstance(error, errors.InteractionRequired) and error.claims == mfa["claims"]
+    assert error.message.endswith("access 'x'.)") and "Trace ID" not in error.message
+    expired = errors.from_result(
+        {"error": "invalid_grant", "error_description": "AADSTS700082: x"}, "refresh"
+    )
+    assert type(expired) is RefreshRefused and expired.hint == "log in again"
+    busy = errors.from_result({"error": "temporarily_unavailable"}, "refresh")
+    assert isinstance(busy, ProviderUnavailable)
+    machine = errors.from_result(mfa, "token request", machine=True)
+    assert isinstance(machine, errors.CredentialRefused) and "devicecode" in str(machine.hint)

@@ -124,13 +124,16 @@ class EntraClient:
         except Exception as e:  # MSAL raises ValueError, RuntimeError, ours
             raise errors.from_exception(e, self.settings.authority) from None
 
+    def _new_app(self, cache: Any) -> msal.PublicClientApplication:
+        extra = os_broker.application_options() if self._broker else {}
+        with self._talking():  # MSAL reads the tenant's discovery document here (once: cached)
+            return msal.PublicClientApplication(
+                self.settings.client_id, token_cache=cache, **self._common(), **extra
+            )
+
     def _public(self) -> msal.PublicClientApplication:
         if self._app is None:
-            extra = os_broker.application_options() if self._broker else {}
-            with self._talking():  # MSAL reads the tenant's discovery document here
-                self._app = msal.PublicClientApplication(
-                    self.settings.client_id, token_cache=self._cache, **self._common(), **extra
-                )
+            self._app = self._new_app(self._cache)
         return self._app
 
     def _load(self, tokens: TokenSet | None) -> None:
@@ -180,26 +183,25 @@ class EntraClient:
                 ui.show("No browser can be opened here: signing in with a device code.")
                 how = DEVICE
         claims, self.claims = self.claims, None
+        # A login starts clean (one identity, one account) in a cache of its own, and waits
+        # for the person without the lock: a renewal meanwhile carries on with what is held.
+        cache = msal.SerializableTokenCache()
+        app = self._new_app(cache)
+        with self._talking():
+            if how == BROWSER and self._broker:
+                result = self._broker_login(app, ui, claims)
+            elif how == BROWSER:
+                result = self._browser_login(app, ui, claims)
+            else:
+                result = self._device_login(app, ui, claims)
+        if "access_token" not in result:
+            error = errors.from_result(result, "login")
+            if isinstance(error, errors.InteractionRequired):
+                error = LoginError(error.message, None)  # a login did not satisfy it
+            raise error
         with self._lock:
-            self._load(None)  # a login starts clean: one identity, one account
-            app = self._public()
-            with self._talking():
-                if how == BROWSER and self._broker:
-                    result = self._broker_login(app, ui, claims)
-                elif how == BROWSER:
-                    result = self._browser_login(app, ui, claims)
-                else:
-                    result = self._device_login(app, ui, claims)
-            if "access_token" not in result:
-                error = errors.from_result(result, "login")
-                if isinstance(error, errors.InteractionRequired):
-                    error = LoginError(error.message, None)  # a login did not satisfy it
-                raise error
-            home = _home_account(result)
-            for account in app.get_accounts():  # only the account that just logged in
-                if account.get("home_account_id") != home:
-                    app.remove_account(account)
-            return self._person_tokens(result, home)
+            self._cache, self._app, self._cache_text = cache, app, None
+            return self._person_tokens(result, _home_account(result))
 
     def _browser_login(
         self, app: msal.PublicClientApplication, ui: LoginUI, claims: str | None

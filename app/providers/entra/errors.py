@@ -7,6 +7,7 @@ platform error codes"). The AADSTS line is kept in the message, for the person a
 
 import re
 import ssl
+from http.client import HTTPException
 from typing import Any
 
 from app.oidc import explain
@@ -105,7 +106,12 @@ def from_exception(error: BaseException, url: str) -> LoginError:
             return LoginError(message, hint)
         if error.status and 400 <= error.status < 500:
             return ConfigurationRefused(message, hint)
-        return ProviderUnavailable(message, hint, unsure=error.status in (502, 504))
+        # The request may have reached Entra (a timeout, a cut connection, a gateway's answer):
+        # a refresh token it carried may have been rotated (app.oidc.client._unreachable).
+        sent = isinstance(
+            error.reason, TimeoutError | ConnectionError | HTTPException
+        ) and not isinstance(error.reason, ConnectionRefusedError)
+        return ProviderUnavailable(message, hint, unsure=error.status in (502, 504) or sent)
     text = str(error)
     if "Unable to get authority configuration" in text or "OIDC Discovery failed" in text:
         return ConfigurationRefused(
