@@ -53,6 +53,8 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+BROKER_HELD = "held-by-the-os-broker"
+"""TokenSet.refresh_token of a login through the OS broker, which holds the real one (UNRUN)."""
 CACHE = "msal_cache"
 """TokenSet.state: MSAL's SerializableTokenCache (JSON text) holding a person's refresh token:
 one cache per identity, so two identities (or two agents) never write one keyring item."""
@@ -298,7 +300,8 @@ class EntraClient:
             expires_at=now + timedelta(seconds=int(result.get("expires_in") or 3600)),
             issued_at=now,
             access_token=str(result["access_token"]),
-            refresh_token=_refresh_token(cache, home),
+            # The OS broker keeps its own tokens (none in MSAL's cache): renewal goes through it.
+            refresh_token=_refresh_token(cache, home) or (BROKER_HELD if self._broker else None),
             claims={
                 "preferred_username": str(who or ""),
                 "name": str(claims.get("name") or ""),
