@@ -285,7 +285,7 @@ def test_gcloud_application_default_login_is_taken_over_and_both_keep_working(
 def test_what_kubetray_does_not_do_for_gke_is_one_line(
     kt: KubetrayEnv, keyring_session: None, start_agent: StartAgent
 ) -> None:
-    start_agent(kt)
+    agent = start_agent(kt)
     done = kt.run_helper("gke-gcloud-auth-plugin", "--impersonate_service_account=sa@p.iam")
     assert done.returncode == 1 and "does not impersonate service accounts" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
@@ -296,3 +296,11 @@ def test_what_kubetray_does_not_do_for_gke_is_one_line(
     assert "ya29.x" not in done.stderr
     done = kt.run_helper("--use_edge_cloud", "--impersonate_service_account=x")
     assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1
+    # The cloud tools' variables reach the agent, and no secret among them is kept anywhere.
+    secret = "aws-secret-0123456789"
+    kt.run_helper(
+        "gke-gcloud-auth-plugin", "--use_edge_cloud", extra_env={"AWS_SECRET_ACCESS_KEY": secret}
+    )
+    assert secret not in json.dumps(kt.calls()) and "ya29.x" not in json.dumps(kt.calls())
+    log = agent.stop()
+    assert secret not in log and "ya29.x" not in log
