@@ -287,12 +287,14 @@ def add_parsers(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> N
         sub,
         "import",
         "switch kubelogin, gke-gcloud-auth-plugin and EKS users to kubetray-exec",
-        "Switch every kubeconfig user that runs int128/kubelogin (kubectl oidc-login), "
-        "gke-gcloud-auth-plugin (as gcloud container clusters get-credentials writes it), "
-        "aws eks get-token or aws-iam-authenticator (as aws eks update-kubeconfig writes them) "
-        "to kubetray-exec, keeping every flag's meaning and the env: a client registered for "
-        "kubelogin keeps working, one Google login serves every GKE cluster, and an EKS profile "
-        "signs as before. --undo puts the last import back.",
+        "Switch every kubeconfig user that runs int128/kubelogin (kubectl oidc-login), Azure "
+        "kubelogin (as az aks get-credentials and kubelogin convert-kubeconfig write it, and "
+        "the old auth-provider: azure), gke-gcloud-auth-plugin (as gcloud container clusters "
+        "get-credentials writes it), aws eks get-token or aws-iam-authenticator (as aws eks "
+        "update-kubeconfig writes them) to kubetray-exec, keeping every flag's meaning and the "
+        "env: a client registered for kubelogin keeps working, one Entra or Google login serves "
+        "every AKS or GKE cluster, and an EKS profile signs as before. --undo puts the last "
+        "import back.",
         ["kubetray import --dry-run", "kubetray import", "kubetray import --undo"],
     )
     p.add_argument("--undo", action="store_true", help="put the last import back")

@@ -4,9 +4,10 @@ Each provider recognises its own tool's exec entries and converts their argument
 every flag's meaning (Provider.convert): int128/kubelogin's ``get-token`` (``kubectl
 oidc-login get-token ...``, ``kubelogin get-token ...``, ``kubectl-oidc_login get-token ...``
 with an ``--oidc-issuer-url``), and the cloud tools of the providers this kubetray has. Other
-exec plugins and auth-providers are left alone. Only ``command`` and ``args`` change (and
-``env`` where a provider says), plus an ``installHint``; ``apiVersion``, ``interactiveMode``
-and ``provideClusterInfo`` are kept.
+exec plugins and auth-providers are left alone, but for an auth-provider that kubectl 1.26+
+cannot run and a provider converts (Azure's ``azure``): it becomes an exec entry. Only
+``command`` and ``args`` change (and ``env`` where a provider says), plus an ``installHint``;
+``apiVersion``, ``interactiveMode`` and ``provideClusterInfo`` are kept.
 """
 
 import copy
@@ -21,6 +22,9 @@ from app.providers.oidc import kubelogin_flags
 from exec_helper.options import OptionsError
 
 __all__ = ["Skipped", "kubelogin_flags", "plan"]
+
+EXEC_API_VERSION = "client.authentication.k8s.io/v1beta1"
+"""What an auth-provider user becomes (what kubelogin convert-kubeconfig writes)."""
 
 
 @dataclass(frozen=True)
@@ -43,9 +47,16 @@ def plan(
     skipped: list[Skipped] = []
     for f, entry in view.every("users"):
         body = entry.get("user")
-        exec_ = body.get("exec") if isinstance(body, dict) else None
-        if not isinstance(exec_, dict) or not isinstance(body, dict):
+        if not isinstance(body, dict):
             continue
+        exec_ = body.get("exec")
+        legacy = body.get("auth-provider")
+        if not isinstance(exec_, dict):
+            if not isinstance(legacy, dict):
+                continue
+            # An auth-provider kubectl >= 1.26 cannot run (azure, gcp): a provider that
+            # converts it says so (Provider.convert gets {"auth-provider": ...}).
+            exec_ = {"auth-provider": legacy}
         name = str(entry.get("name"))
         try:
             found = providers.convert(exec_, name)
@@ -56,6 +67,9 @@ def plan(
             continue
         converted = found[1]
         after = copy.deepcopy(body)
+        if "auth-provider" in exec_:
+            del after["auth-provider"]
+            after["exec"] = {"apiVersion": EXEC_API_VERSION, "provideClusterInfo": False}
         after["exec"].update(command=helper, args=list(converted.args), installHint=INSTALL_HINT)
         if converted.env is not None:
             if converted.env:

@@ -92,11 +92,12 @@ def default(engine: Any = None) -> Providers:
     """Every provider this kubetray has. ``engine``: the OIDC engine's client factory for the
     providers built on it (tests give a fake provider's; None: app.oidc.client)."""
     from app.providers.aws import AwsProvider
+    from app.providers.entra import EntraProvider
     from app.providers.google import GoogleProvider
     from app.providers.oidc import OIDCProvider
     from app.providers.stored import StoredProvider
 
     return Providers(
-        own=[GoogleProvider(engine), AwsProvider()],
+        own=[GoogleProvider(engine), EntraProvider(), AwsProvider()],
         flags=[StoredProvider(), OIDCProvider(engine)],
     )

@@ -306,4 +306,6 @@ class Provider(Protocol):
     def convert(self, exec_: Mapping[str, Any], user: str) -> Converted | None:
         """``kubetray import``: kubetray-exec's arguments for the exec entry of the kubeconfig
         user ``user`` when it runs this provider's own tool; None when it runs another.
-        OptionsError (why) when it is one but cannot be converted: it is left as it is."""
+        OptionsError (why) when it is one but cannot be converted: it is left as it is.
+        A user with an ``auth-provider`` instead of an exec comes as ``{"auth-provider":
+        {...}}`` (kubectl 1.26+ runs none of them: a provider that can, converts it)."""
