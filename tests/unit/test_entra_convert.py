@@ -116,7 +116,7 @@ def test_users_kubetray_cannot_serve_are_left_with_the_reason(
     "other",
     [
         {"exec": {"command": "kubectl", "args": ["get-token", "--server-id", "x"]}},
-        {"exec": {"command": "aws", "args": ["eks", "get-token", "--cluster-name", "c"]}},
+        {"exec": {"command": "doctl", "args": ["kubernetes", "cluster", "kubeconfig"]}},
         {"exec": {"command": "kubelogin", "args": ["remove-tokens"]}},
         {"auth-provider": {"name": "oidc", "config": {}}},
         {"token": "abc"},
