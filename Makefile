@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help system-deps install run test test-fast lint bench bench-login bench-idle bench-installed bench-hardening bench-scale bench-all soak package fuzz screenshots clean
+.PHONY: help system-deps install run test test-fast lint bench bench-login bench-idle bench-installed bench-hardening bench-eks bench-scale bench-all soak package fuzz screenshots clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 18
@@ -80,6 +80,9 @@ package: system-deps install ## build the Linux .deb and .tar.gz (packaging/linu
 FUZZ_SECONDS ?= 60
 fuzz: system-deps install ## fuzz the C launcher's answer parser with libFuzzer (FUZZ_SECONDS=60)
 	$(BIN)/python -m tests.launcher fuzz $(FUZZ_SECONDS)
+
+bench-eks: install ## EKS tokens: kubetray-exec beside aws eks get-token (AWS CLI v1 from PyPI in .bench/)
+	$(BIN)/python bench/eks.py $(BENCH_ARGS)
 
 bench-installed: system-deps install ## the packaged helper's figures (bench/installed_helper)
 	scripts/with-keyring $(BIN)/python bench/installed_helper.py

@@ -1,3 +1,5 @@
 """kubetray: log in to Kubernetes clusters from the desktop."""
 
-__version__ = "0.1.0"
+from exec_helper.version import VERSION as __version__
+
+__all__ = ["__version__"]

@@ -7,10 +7,13 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from app import __version__, cli_kubeconfig, cli_remote
+from app import cli_kubeconfig, cli_remote
 from app.cli_help import HelpFormatter, add_command
 from app.errors import AgentNotRunning, AppError, CredentialError, UsageError
 from app.model import IdentityStatus, State
+from exec_helper import version
+
+__version__ = version.VERSION
 
 
 def _read(path: str, what: str) -> bytes:
@@ -95,9 +98,7 @@ def _take_over() -> None:
     pid = agent.get("pid")
     rows = [IdentityStatus.from_dict(i) for i in doc.get("identities") or []]
     kept = [
-        r.name
-        for r in rows
-        if r.kind == "oidc" and r.who and r.state in (State.READY, State.EXPIRING)
+        r.name for r in rows if r.logs_in and r.who and r.state in (State.READY, State.EXPIRING)
     ]
     if agent.get("store") == "memory" and kept:
         raise AppError(
@@ -143,10 +144,14 @@ def _wait_gone(limit: float) -> bool:
     return False
 
 
-def cmd_stop(_args: argparse.Namespace) -> int:
+def cmd_stop(args: argparse.Namespace) -> int:
     """End the running agent or app (callers waiting for a login are told why)."""
     from app.agent import client
 
+    if getattr(args, "all_users", False):
+        return _all_users(["stop", *(["--remove-autostart"] if args.remove_autostart else [])])
+    if getattr(args, "remove_autostart", False):
+        _remove_autostart()
     try:
         before = client.call_json("status")
     except AgentNotRunning:
@@ -165,6 +170,101 @@ def cmd_stop(_args: argparse.Namespace) -> int:
     if not _wait_gone(10.0):
         raise AppError(f"kubetray (pid {pid}) did not stop within 10 s", f"end it: kill {pid}")
     print(f"stopped kubetray (pid {pid})")
+    return 0
+
+
+def _remove_autostart() -> None:
+    """kubetray is being removed: its start-at-login entry goes too, if it runs this one."""
+    from app import autostart, installation
+
+    program = installation.app_command()[0]
+    if autostart.remove_for(program):
+        print(f"removed the start-at-login entry for {program}")
+
+
+def cmd_restart(args: argparse.Namespace) -> int:
+    """Restart the running agent or app in place, as installed now (after an update)."""
+    from app.agent import client
+
+    if args.all_users:
+        return _all_users(["restart"])
+    try:
+        before = client.call_json("status")
+    except AgentNotRunning:
+        print("kubetray is not running (kubectl starts it when it needs a credential)")
+        return 0
+    agent = before.get("agent") or {}
+    pid, running = agent.get("pid"), agent.get("version")
+    result = client.call("restart")
+    if result.get("exit") != 0:
+        if "does not know the request" not in str(result.get("stderr")):
+            raise AppError(str(result.get("stderr") or "the running agent refused to restart"))
+        # kubetray before 0.2 cannot restart itself: it stops once idle, and the next kubectl
+        # command starts the kubetray installed now.
+        client.call("stop", when_idle=True)
+        app = " (start the app again from your desktop's menu)" if agent.get("kind") else ""
+        print(
+            f"kubetray {running} (pid {pid}) cannot restart itself: it stops once no login is "
+            f"in flight, and the next kubectl command starts kubetray {__version__}{app}"
+        )
+        return 0
+    doc = _outcome(result)
+    waits = doc.get("waits_for") or []
+    when = f"once the login to {', '.join(waits)} ends" if waits else "now"
+    print(f"kubetray {running} (pid {pid}) restarts {when}, as installed now")
+    if args.wait:
+        return _wait_restarted(str(before.get("started")), 900.0 if waits else 60.0)
+    return 0
+
+
+def _wait_restarted(started: str, limit: float) -> int:
+    """Wait until the agent answers again as a new start; print what it is now."""
+    import time
+
+    from app.agent import client
+
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        try:
+            doc = client.call_json("status")
+        except AppError:
+            doc = {}
+        if doc.get("started") not in (None, started):
+            agent = doc.get("agent") or {}
+            took = agent.get("restart_seconds")
+            after = f", {took:.2f} s to restart" if isinstance(took, int | float) else ""
+            print(f"kubetray {agent.get('version')} serves (pid {agent.get('pid')}{after})")
+            return 0
+        time.sleep(0.1)
+    raise AppError(f"kubetray did not restart within {limit:.0f} s", "kubetray status says why")
+
+
+def _all_users(command: list[str]) -> int:
+    """``command`` for every user's running kubetray of this installation (root: packages)."""
+    import os
+    import subprocess
+
+    if sys.platform != "linux":
+        raise UsageError("--all-users works on Linux only", "run the command as each user")
+    if not getattr(sys, "frozen", False):
+        raise UsageError("--all-users is for an installed kubetray (the package's scripts)")
+    if os.geteuid() != 0:
+        raise UsageError("--all-users needs root: other users' agents answer only them")
+    from app import instances_linux
+
+    program = os.path.realpath(sys.executable)
+    found = 0
+    for instance in instances_linux.running(program):
+        found += 1
+        try:
+            done = instances_linux.run_as(instance, [program, *command])
+            lines = (done.stdout + done.stderr).strip().splitlines() or [f"exit {done.returncode}"]
+        except (OSError, subprocess.SubprocessError) as e:
+            lines = [f"could not ask it: {e}"]
+        for line in lines:
+            print(f"kubetray: {instance.user} (pid {instance.pid}): {line}", flush=True)
+    if not found:
+        print("kubetray: no user runs kubetray now")
     return 0
 
 
@@ -374,7 +474,10 @@ def cmd_status(args: argparse.Namespace) -> int:
     agent = doc.get("agent")
     if agent:
         kind = f"{agent['kind']}, " if agent.get("kind") else ""
-        print(f"agent: running ({kind}pid {agent['pid']}, kubetray {agent['version']})")
+        build = f", build {agent['build']}" if agent.get("build") else ""
+        print(f"agent: running ({kind}pid {agent['pid']}, kubetray {agent['version']}{build})")
+        for said in _upkeep(agent):
+            print(said)
         if agent.get("store"):
             from app.store.choice import describe
 
@@ -411,10 +514,32 @@ def cmd_status(args: argparse.Namespace) -> int:
     for row in table:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
     for r in rows:
-        for line in (r.error, r.note):
+        shown = [f"{label} {value}" for label, value in r.details if value != r.who]
+        for line in (", ".join(shown), r.error, r.note):
             if line:
                 print(f"{r.name}: {line}")
     return 0
+
+
+def _upkeep(agent: dict[str, Any]) -> list[str]:
+    """Status lines about an update installed under the agent and its restart."""
+    out = []
+    update, restart = agent.get("update"), agent.get("restart")
+    if isinstance(update, dict):
+        waits = restart.get("waits_for") if isinstance(restart, dict) else None
+        when = f"once {waits}" if waits else "now"
+        out.append(
+            f"update: kubetray {update.get('version')} is installed; the agent restarts into it "
+            f"{when}"
+        )
+    elif isinstance(restart, dict):
+        out.append(f"restart: {restart.get('reason')}, {restart.get('waits_for') or 'now'}")
+    came = agent.get("restarted_from")
+    if isinstance(came, dict):
+        out.append(
+            f"restarted: from kubetray {came.get('version')} in {agent.get('restart_seconds')} s"
+        )
+    return out
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
@@ -452,7 +577,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="examples:\n  kubetray\n  kubetray status\n  kubetray setup --help",
         formatter_class=HelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"kubetray {__version__}")
+    parser.add_argument("--version", action="version", version=f"kubetray {version.describe()}")
     parser.add_argument("--verbose", action="store_true", help="show tracebacks on errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -512,7 +637,35 @@ def build_parser() -> argparse.ArgumentParser:
         "and say why; the next kubectl command starts the agent again.",
         ["kubetray stop"],
     )
+    p.add_argument(
+        "--all-users",
+        action="store_true",
+        help="(root) stop every user's kubetray of this installation: packages remove it so",
+    )
+    p.add_argument(
+        "--remove-autostart",
+        action="store_true",
+        help="also remove the start-at-login entry, if it starts this kubetray",
+    )
     p.set_defaults(func=cmd_stop)
+
+    p = add_command(
+        sub,
+        "restart",
+        "restart the running agent or app as installed now",
+        "Restart the running agent or tray app in place, from the kubetray installed now (after "
+        "an update it does so by itself). It waits until no login is in flight; kubectl "
+        "commands meanwhile wait a moment and are not refused; logins come back from the "
+        "keyring (or, without one, from the agent's memory, handed over).",
+        ["kubetray restart", "kubetray restart --wait"],
+    )
+    p.add_argument("--wait", action="store_true", help="wait until it serves again")
+    p.add_argument(
+        "--all-users",
+        action="store_true",
+        help="(root) every user's kubetray of this installation: a package's upgrade does this",
+    )
+    p.set_defaults(func=cmd_restart)
 
     p = add_command(
         sub,

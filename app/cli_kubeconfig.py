@@ -180,7 +180,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     for s in p.skipped:
         _warn(f"left {s.user} in {s.file} as it is: {s.reason}")
     if not p.changes:
-        print("no kubelogin users found: nothing to import")
+        print("no users of kubelogin or gke-gcloud-auth-plugin found: nothing to import")
         return 1 if p.skipped else 0
     if _review(p.view, p.edit, args, f"switch {len(p.changes)} user(s) to kubetray-exec"):
         with _progress() as shown:
@@ -339,10 +339,15 @@ def add_parsers(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> N
     p = add_command(
         sub,
         "import",
-        "switch kubelogin users to kubetray-exec",
-        "Switch every kubeconfig user that runs int128/kubelogin (kubectl oidc-login) to "
-        "kubetray-exec with the same flags, so a client registered for kubelogin keeps working. "
-        "--undo puts the last import back.",
+        "switch kubelogin, gke-gcloud-auth-plugin and EKS users to kubetray-exec",
+        "Switch every kubeconfig user that runs int128/kubelogin (kubectl oidc-login), Azure "
+        "kubelogin (as az aks get-credentials and kubelogin convert-kubeconfig write it, and "
+        "the old auth-provider: azure), gke-gcloud-auth-plugin (as gcloud container clusters "
+        "get-credentials writes it), aws eks get-token or aws-iam-authenticator (as aws eks "
+        "update-kubeconfig writes them) to kubetray-exec, keeping every flag's meaning and the "
+        "env: a client registered for kubelogin keeps working, one Entra or Google login serves "
+        "every AKS or GKE cluster, and an EKS profile signs as before. --undo puts the last "
+        "import back.",
         ["kubetray import --dry-run", "kubetray import", "kubetray import --undo"],
     )
     p.add_argument("--undo", action="store_true", help="put the last import back")

@@ -15,6 +15,7 @@ from app.broker.logins import Logins
 from app.broker.registry import Registry
 from app.model import ContextUse
 from app.oidc.browser import Browser
+from app.providers import default as default_providers
 from app.static_credentials import StoredCredentials
 from app.store import choice, keyring_store
 from app.store.choice import StoreChoice
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from app.kubeconfig.backups import Backups
     from app.oidc.client import OIDCClient
     from app.oidc.settings import OIDCSettings
+    from app.providers import Providers
     from app.usecases.import_kubelogin import ImportKubelogin
     from app.usecases.secrets import Secrets
 
@@ -136,14 +138,17 @@ def core(
     consent: Consent | None = None,
     kubeconfig_flag: Callable[[int | None], str | None] = no_flag,
     bus: BusTaker | None = None,
+    providers: "Providers | None" = None,
 ) -> Core:
     """Registry, logins, broker and use cases over ``store`` (tokens) and ``stored`` (static
-    credentials), with the index in ``config_dir``. Tests pass fakes for the rest."""
+    credentials), with the index in ``config_dir``. Tests pass fakes for the rest (``client``:
+    the OIDC engine's client factory, for every provider built on it)."""
     registry = Registry(
         os.path.join(config_dir, "identities.json"),
         reserved=lambda: [s.name for s in stored.list()],
+        providers=providers or default_providers(client),
     )
-    logins = Logins(store, registry, clock=clock, browser=browser, client=client)
+    logins = Logins(store, registry, clock=clock, browser=browser)
     broker = Broker(stored, registry, logins, clock, contexts, consent)
     get = GetCredential(broker, clock, kubeconfig_flag, bus)
     return Core(broker, logins, Account(broker), get)

@@ -2,10 +2,10 @@
 
 Checks the kubeconfig files, the helper every kubetray user runs (once per distinct command),
 the agent and the identities it cannot renew or save (a provider that fails, a keyring that
-refuses), the keyring (with a timeout: a locked or absent keyring never hangs it), each OIDC
-provider's discovery and capabilities, the clock against each provider's Date header, the proxy
-and CA settings, and whether each kubetray user's cluster CA verifies its API server
-(app.cluster_tls). Nothing secret is printed: a user's flags are read, never shown.
+refuses), the keyring (with a timeout: a locked or absent keyring never hangs it), each
+provider's checks (for OIDC: its discovery and capabilities, the clock against its Date
+header), the proxy and CA settings, and whether each kubetray user's cluster CA verifies its API
+server (app.cluster_tls). Nothing secret is printed: a user's flags are read, never shown.
 """
 
 import os
@@ -24,29 +24,19 @@ from app.errors import AgentNotRunning, AppError
 from app.kubeconfig.files import KubeconfigError, KubeconfigFile
 from app.kubeconfig.uses import is_helper
 from app.kubeconfig.view import View, default_paths
-from app.oidc.client import CLOCK_SKEW, OIDCClient
-from app.oidc.settings import OIDCSettings
+from app.providers import Providers, default
+from app.providers.base import Check, Settings, Wanted
 from app.store.choice import CHOSEN_NOTICE, MEMORY_NOTICE
 from app.store.keyring_store import NoKeyring
 from app.store.secret_store import SecretStore
-from exec_helper import options
+from exec_helper import paths
 from exec_helper.exec_credential import extension
 from exec_helper.options import OptionsError
 
+__all__ = ["Check", "KubetrayUser", "kubetray_users", "run"]
+
 HELPER_TIMEOUT = 5.0
 KEYRING_TIMEOUT = 5.0
-
-
-@dataclass(frozen=True)
-class Check:
-    """One line of the report."""
-
-    name: str
-    ok: bool
-    detail: str
-    remedy: str | None = None
-    warn: bool = False
-    """Works, with a limit the person should know of (ok stays True: not a problem)."""
 
 
 @dataclass(frozen=True)
@@ -56,11 +46,13 @@ class KubetrayUser:
     file: str
     name: str
     command: str
-    opts: list[options.HelperOptions]
+    wanted: list[Wanted]
 
 
-def kubetray_users(view: View) -> Iterator[KubetrayUser]:
+def kubetray_users(view: View, providers: Providers | None = None) -> Iterator[KubetrayUser]:
     """The users kubectl sees that run kubetray-exec, each with its per-context settings."""
+    providers = providers or default()
+    caller = dict(item.split("=", 1) for item in paths.kubetray_env())
     clusters_of: dict[str, list[object]] = {}  # user → the clusters its contexts name
     for _, e in view.merged("contexts"):
         ctx = e.get("context")
@@ -76,13 +68,26 @@ def kubetray_users(view: View) -> Iterator[KubetrayUser]:
         configs: list[dict[str, Any]] = [{}]
         for cluster in clusters_of.get(entry["name"], ()):
             configs.append(_extension(clusters.get(str(cluster), (None, None))[1]))
-        opts = []
+        # What kubectl gives kubetray-exec: this shell's variables, the exec entry's over them.
+        env = {**caller, **_env(exec_.get("env"))}
+        wanted = []
         for config in configs:
             try:
-                opts.append(options.resolve(args, config))
-            except OptionsError:
+                wanted.append(providers.wanted(args, config, env))
+            except (OptionsError, AppError):
                 continue
-        yield KubetrayUser(f.path, str(entry["name"]), str(exec_["command"]), opts)
+        yield KubetrayUser(f.path, str(entry["name"]), str(exec_["command"]), wanted)
+
+
+def _env(items: object) -> dict[str, str]:
+    """An exec entry's env, as kubectl gives it to the helper."""
+    if not isinstance(items, list):
+        return {}
+    return {
+        str(e["name"]): str(e.get("value", ""))
+        for e in items
+        if isinstance(e, dict) and "name" in e
+    }
 
 
 def _entries(view: View, kind: str) -> dict[str, tuple[KubeconfigFile, dict[str, Any]]]:
@@ -195,11 +200,23 @@ def check_agent(status: Callable[[], dict[str, Any]]) -> Check:
             "start kubetray (the tray app) or kubetray agent; kubetray-exec also starts it",
         )
     agent = doc.get("agent") or {}
-    detail = f"running (pid {agent.get('pid')}, kubetray {agent.get('version')})"
+    build = f", build {agent['build']}" if agent.get("build") else ""
+    detail = f"running (pid {agent.get('pid')}, kubetray {agent.get('version')}{build})"
     if agent.get("store"):
         from app.store.choice import describe
 
         detail += f"; tokens in {describe(agent)}"
+    if agent.get("version") != __version__:
+        pending = agent.get("restart") or {}
+        waits = pending.get("waits_for") if isinstance(pending, dict) else None
+        return Check(
+            "agent",
+            True,
+            f"{detail}; this kubetray is {__version__}"
+            + (f": it restarts into it once {waits}" if waits else ""),
+            "kubetray restart (it waits for logins in progress)",
+            warn=True,
+        )
     return Check("agent", True, detail)
 
 
@@ -266,42 +283,6 @@ def check_keyring(store: Callable[[], SecretStore], setting: str = "auto") -> Ch
     if not same:
         return Check("keyring", False, "what was written did not read back", "check the keyring")
     return Check("keyring", True, "writes, reads and deletes")
-
-
-def check_provider(settings: OIDCSettings, now: Callable[[], datetime]) -> Iterator[Check]:
-    name = f"provider {settings.issuer}"
-    client = OIDCClient(settings, now)
-    try:
-        meta = client.metadata()
-        server = client.server_time()
-    except AppError as e:
-        yield Check(
-            name,
-            False,
-            e.message,
-            e.hint or "check the issuer URL, the network, the proxy and the CA settings",
-        )
-        return
-    has = meta.capabilities(has_secret=bool(settings.client_secret))
-    found = ", ".join(str(c) for c in has)
-    if has[0].state == "no":
-        yield Check(name, False, found, "the provider must offer PKCE S256 for browser logins")
-    else:
-        yield Check(name, True, found)
-    if server is None:
-        yield Check(f"clock vs {settings.issuer}", True, "the provider sends no Date header")
-        return
-    skew = (now() - server).total_seconds()
-    line = f"{abs(skew):.0f} s {'ahead of' if skew > 0 else 'behind'} the provider"
-    if abs(skew) > CLOCK_SKEW:
-        yield Check(
-            f"clock vs {settings.issuer}",
-            False,
-            f"this machine's clock is {line}: its tokens will look expired or not yet valid",
-            "turn on time synchronisation (e.g. timedatectl set-ntp true)",
-        )
-    else:
-        yield Check(f"clock vs {settings.issuer}", True, f"within {CLOCK_SKEW} s ({line})")
 
 
 def _proxy_env() -> dict[str, str]:
@@ -401,15 +382,16 @@ def run(
     yield check_agent(status)
     yield from check_identities(status)
     yield check_keyring(store, store_setting)
-    providers: dict[tuple[str, str], OIDCSettings] = {}
+    providers = default()
+    logins: dict[tuple[str, str, str], Settings] = {}
     ca_files: set[str] = set()
     for user in users:
-        for opts in user.opts:
-            if opts.oidc_issuer_url and opts.oidc_client_id:
-                s = OIDCSettings.from_options(opts)
-                providers.setdefault((s.issuer, s.client_id), s)
-                ca_files.update(s.ca_files)
-    for settings in providers.values():
-        yield from check_provider(settings, now)
+        for wanted in user.wanted:
+            s = wanted.settings
+            # once per provider and client: what a provider offers may differ per client
+            logins.setdefault((s.kind, s.group, str(getattr(s, "client_id", ""))), s)
+            ca_files.update(s.ca_files)
+    for settings in logins.values():
+        yield from providers.of(settings).checks(settings, now)
     yield from check_network(ca_files)
     yield from check_clusters(view, users)

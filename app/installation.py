@@ -30,3 +30,9 @@ def app_command() -> list[str]:
     windowed = _beside("kubetrayw") if sys.platform == "win32" else None
     found = windowed or _beside("kubetray") or shutil.which("kubetray")
     return [os.path.abspath(found)] if found else [sys.executable, "-m", "app"]
+
+
+def login_command() -> list[str]:
+    """What start-at-login runs: the app, told that the session started it (it then waits for
+    the panel's tray)."""
+    return [*app_command(), "app", "--at-login"]

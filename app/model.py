@@ -8,6 +8,9 @@ from typing import Any
 
 OIDC = "oidc"
 STORED = "stored"
+STORED_KINDS = (STORED, "token", "client-certificate")
+"""The kinds a stored credential shows in status (app.static_credentials): nothing to log in to.
+Every other kind is a provider's login (app.providers)."""
 
 
 class State(StrEnum):
@@ -105,6 +108,9 @@ class IdentityStatus:
     groups: tuple[str, ...] = ()
     issuer: str | None = None
     client_id: str | None = None
+    details: tuple[tuple[str, str], ...] = ()
+    """(label, value) pairs a person recognises a login by, per provider: tenant, account,
+    project (app.providers.base.Shown)."""
     refreshable: bool = False
     refreshes: int = 0
     refreshed_at: str | None = None
@@ -124,6 +130,11 @@ class IdentityStatus:
     retry_at: str | None = None
     """ISO time of the next renewal try after a failure."""
 
+    @property
+    def logs_in(self) -> bool:
+        """A login (any provider's), not a stored credential: it can log in and out."""
+        return self.kind not in STORED_KINDS
+
     def to_dict(self) -> dict[str, Any]:
         doc = asdict(self)
         doc["state"] = str(self.state)
@@ -137,6 +148,11 @@ class IdentityStatus:
         values["state"] = State(str(doc.get("state")))
         for key in ("groups", "clusters", "contexts"):
             values[key] = tuple(values.get(key) or ())
+        values["details"] = tuple(
+            (str(pair[0]), str(pair[1]))
+            for pair in values.get("details") or ()
+            if isinstance(pair, list | tuple) and len(pair) == 2
+        )
         return cls(**values)
 
 

@@ -2,10 +2,14 @@
 
 import json
 import os
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
 
-from app import jsonfile
+from app import formats, jsonfile
 from exec_helper import paths
+
+FORMAT = 1
+"""settings.json's format (app/formats.py); 0.1.0 wrote it without a number."""
 
 
 @dataclass
@@ -23,6 +27,8 @@ class Settings:
     secret_store: str = "auto"
     """Where login tokens live: keyring, memory (until the agent stops), or auto (keyring if
     usable, else memory). Stored credentials always need the keyring."""
+    extra: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    """Settings of a newer kubetray, kept as they were."""
 
     @classmethod
     def path(cls) -> str:
@@ -30,17 +36,25 @@ class Settings:
 
     @classmethod
     def load(cls) -> "Settings":
-        """Saved settings, defaults for anything missing or unreadable."""
+        """Saved settings, defaults for anything missing or unreadable; NewerFormat (one line)
+        for the settings of a newer kubetray, which are left as they are."""
         try:
             with open(cls.path(), encoding="utf-8") as f:
                 doc = json.load(f)
         except (OSError, ValueError):
             return cls()
-        known = {f.name for f in fields(cls)}
-        return (
-            cls(**{k: v for k, v in doc.items() if k in known}) if isinstance(doc, dict) else cls()
-        )
+        if not isinstance(doc, dict):
+            return cls()
+        formats.check(doc, cls.path(), FORMAT)
+        known = {f.name for f in fields(cls) if f.name != "extra"}
+        defaults = cls()
+        values = {
+            k: v for k, v in doc.items() if k in known and type(v) is type(getattr(defaults, k))
+        }
+        return cls(**values, extra=formats.unknown(doc, known))
 
     def save(self) -> None:
-        """Write atomically."""
-        jsonfile.save(self.path(), asdict(self))
+        """Write atomically, with what a newer kubetray set and this one does not know."""
+        doc = asdict(self)
+        doc.pop("extra")
+        jsonfile.save(self.path(), formats.stamped({**self.extra, **doc}, FORMAT))

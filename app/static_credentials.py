@@ -11,10 +11,11 @@ import binascii
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
-from app import jsonfile
+from app import formats, jsonfile
 from app.errors import CredentialError, StoreError, UsageError
 from app.progress import Progress, quiet
 from app.store.secret_store import SecretStore
@@ -24,6 +25,10 @@ CLIENT_CERTIFICATE = "client-certificate"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@:-]{0,127}$")
 _TOKEN_CHARS = re.compile(r"^[\x21-\x7e]+$")
 _KEY_PREFIX = "stored/"
+FORMAT = 1
+"""A stored credential's format in the keyring (app/formats.py): 0.1.0's, without a number."""
+INDEX_FORMAT = 1
+"""stored.json's format."""
 
 
 @dataclass(frozen=True)
@@ -39,6 +44,8 @@ class StoredCredential:
     subject: str | None = None
     not_before: datetime | None = None
     """The start of its validity (a certificate's notBefore, a JWT's nbf or iat), if known."""
+    extra: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    """Fields of a newer kubetray, kept as they were (never a secret of this version's)."""
 
     @property
     def kind(self) -> str:
@@ -51,19 +58,33 @@ class StoredCredential:
         return self.not_after - self.not_before
 
     def to_bytes(self) -> bytes:
+        """Format 1 is exactly what 0.1.0 wrote (it read it strictly), plus kept fields."""
         doc = asdict(self)
+        doc.pop("extra")
         for key in ("not_after", "not_before"):
             value = getattr(self, key)
             doc[key] = value.isoformat() if value else None
-        return json.dumps(doc).encode()
+        return json.dumps({**self.extra, **doc}).encode()
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> "StoredCredential":
-        doc = json.loads(data)
-        for key in ("not_after", "not_before"):
-            if doc.get(key):
-                doc[key] = datetime.fromisoformat(doc[key])
-        return cls(**doc)
+    def from_bytes(cls, data: bytes, what: str = "a stored credential") -> "StoredCredential":
+        """The credential; NewerFormat for a newer kubetray's; StoreError when damaged."""
+        try:
+            doc = json.loads(data)
+        except (ValueError, RecursionError):
+            doc = None
+        if not isinstance(doc, dict) or not isinstance(doc.get("name"), str):
+            raise StoreError(f"{what} in the keyring is damaged", "store it again")
+        formats.check(doc, what, FORMAT)
+        known = {f.name for f in fields(cls) if f.name != "extra"}
+        values = {k: v for k, v in doc.items() if k in known}
+        try:
+            for key in ("not_after", "not_before"):
+                if values.get(key):
+                    values[key] = datetime.fromisoformat(values[key])
+            return cls(**values, extra=formats.unknown(doc, known))
+        except (TypeError, ValueError):
+            raise StoreError(f"{what} in the keyring is damaged", "store it again") from None
 
 
 @dataclass(frozen=True)
@@ -196,12 +217,18 @@ class StoredCredentials:
     def _read_index(self) -> dict[str, dict[str, str | None]]:
         # A missing or damaged index loses only names and dates; the secrets are intact.
         doc = jsonfile.load(self._index_path)
+        if isinstance(doc, dict):
+            formats.check(doc, self._index_path, INDEX_FORMAT)
         creds = doc.get("credentials") if isinstance(doc, dict) else None
         return dict(creds) if isinstance(creds, dict) else {}
 
     def _write_index(self, creds: dict[str, dict[str, str | None]]) -> None:
+        doc = jsonfile.load(self._index_path)
+        kept = formats.unknown(doc, ("credentials",)) if isinstance(doc, dict) else {}
         try:
-            jsonfile.save(self._index_path, {"version": 1, "credentials": creds})
+            jsonfile.save(
+                self._index_path, formats.stamped({**kept, "credentials": creds}, INDEX_FORMAT)
+            )
         except OSError as e:  # jsonfile removes its temporary file
             raise StoreError(f"cannot write {self._index_path}: {e.strerror or e}") from None
 
@@ -213,12 +240,13 @@ class StoredCredentials:
         self, new: Sequence[StoredCredential], now: datetime, progress: Progress = quiet
     ) -> None:
         """Put each secret in the store, then record them all in the index with one write
-        (``secure --all``: one index write for hundreds, not one each). ``progress`` hears of
+        (``secure --all``: one index write for hundreds, not one each). The index is read
+        first: a newer kubetray's is refused before anything changes. ``progress`` hears of
         each secret stored."""
+        creds = self._read_index()
         for done, cred in enumerate(new, 1):
             self._store.set(_KEY_PREFIX + cred.name, cred.to_bytes())
             progress("stored", done, len(new), cred.name)
-        creds = self._read_index()
         for cred in new:
             creds[cred.name] = {
                 "kind": cred.kind,
@@ -238,20 +266,21 @@ class StoredCredentials:
                 f"store one with: kubetray store {name} --token-file FILE "
                 "(or --client-certificate FILE --client-key FILE)",
             )
-        return StoredCredential.from_bytes(data)
+        return StoredCredential.from_bytes(data, f"the stored credential {name!r}")
 
     def remove(self, name: str) -> bool:
         """Delete the secret and its index entry; False when neither existed."""
         return bool(self.remove_all([name]))
 
     def remove_all(self, names: Sequence[str], progress: Progress = quiet) -> list[str]:
-        """remove() of each name, with one index write; the names that existed."""
+        """remove() of each name, with one index write (read first, as for save_all); the
+        names that existed."""
+        creds = self._read_index()
         removed = []
         for done, name in enumerate(names, 1):
             if self._store.delete(_KEY_PREFIX + check_name(name)):
                 removed.append(name)
             progress("removed", done, len(names), name)
-        creds = self._read_index()
         listed = [name for name in names if creds.pop(name, None) is not None]
         if listed:
             self._write_index(creds)

@@ -7,6 +7,11 @@ scenarios: five stored credentials, and five OIDC identities logged in at a real
 verified with joserfc), CPU ~0 %. For scale, it also prints a bare
 `python -c "import PySide6.QtWidgets"` QApplication's RSS measured the same way.
 
+With ``--packaged BUNDLE`` (a built bundle, build/dist/kubetray), it measures instead the
+packaged headless agent and app with the five OIDC identities, each as shipped (app/frozen.py
+pins the bundle: its archives held open, the extension modules it may need later imported at
+start) and with ``KUBETRAY_PIN=0``: the cost of never importing from a replaced installation.
+
 Run with `make bench-idle`.
 """
 
@@ -38,11 +43,13 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICK  # utime + stime
 
 
-def measure(kt, identities: list[list[str]], idle: float) -> tuple[float, float, float]:  # type: ignore[no-untyped-def]
+def measure(  # type: ignore[no-untyped-def]
+    kt, identities: list[list[str]], idle: float, command: list[str] | None = None, **env: str
+) -> tuple[float, float, float]:
     """(RSS MB, CPU %, CPU s) of the app over ``idle`` seconds after serving each identity once."""
     app = subprocess.Popen(
-        [sys.executable, "-m", "app"],
-        env=kt.env,
+        command or [sys.executable, "-m", "app"],
+        env={**kt.env, **env},
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -71,8 +78,12 @@ def main() -> int:
     parser.add_argument(
         "--idle", type=float, default=60.0, help="seconds of idle to measure (default 60)"
     )
+    parser.add_argument("--packaged", type=Path, help="a built bundle: pinned or not (see above)")
     args = parser.parse_args()
     from tests.idp import run_idp
+
+    if args.packaged:
+        return packaged(args.packaged.resolve(), args.idle)
 
     results = {}
     with kubetray_env(Path(tempfile.mkdtemp(prefix="kt-bench-idle-"))) as kt:
@@ -112,6 +123,42 @@ def main() -> int:
     for label, (rss, cpu, cpu_s) in results.items():
         print(f"  {label:32s} RSS {rss:5.1f} MB   CPU {cpu:.2f} % ({cpu_s:.2f} s)")
     print(f"  for scale: a bare PySide6 QApplication  RSS {bare_rss:.1f} MB")
+    return 0
+
+
+def packaged(bundle: Path, idle: float) -> int:
+    from tests.idp import run_idp
+
+    program = str(bundle / "kubetray")
+    results = {}
+    with kubetray_env(Path(tempfile.mkdtemp(prefix="kt-bench-idle-"))) as kt:
+        kt.env["QT_QPA_PLATFORM"] = "offscreen"
+        with run_idp(password=True) as idp:
+            oidc = [
+                [
+                    "get-token",
+                    f"--oidc-issuer-url={idp.issuer}",
+                    "--oidc-client-id=kubectl",
+                    "--grant-type=password",
+                    f"--username=user{i}",
+                    f"--password=pw-user{i}",
+                ]
+                for i in range(5)
+            ]
+            # Tokens in memory: each run logs in afresh (from the keyring, the second would not).
+            runs = (("agent", [program, "agent"]), ("app", [program, "app"]))
+            for label, command in runs:
+                for pin in ("1", "0"):
+                    results[(label, pin)] = measure(
+                        kt, oidc, idle, [*command, "--store", "memory"], KUBETRAY_PIN=pin
+                    )
+    print(f"packaged, 5 OIDC identities, idle {idle:.0f} s: pinned (as shipped) vs KUBETRAY_PIN=0")
+    for label in ("agent", "app"):
+        (pinned, cpu, _), (loose, cpu0, _) = results[(label, "1")], results[(label, "0")]
+        print(
+            f"  {label:5s} RSS pinned {pinned:5.1f} MB, not {loose:5.1f} MB: "
+            f"+{pinned - loose:4.1f} MB (ratio {pinned / loose:.3f}); CPU {cpu:.2f} % vs {cpu0:.2f} %"
+        )
     return 0
 
 

@@ -8,7 +8,7 @@ are the slow path and import what they like.
 
 import sys
 
-from exec_helper import paths, protocol
+from exec_helper import exchange, paths, protocol
 from exec_helper.errors import HelperError, printable
 from exec_helper.exchange import exchange_starting_agent
 
@@ -57,7 +57,9 @@ def main(argv: list[str] | None = None) -> int:
 
         return run_provider(args[1:])
     if args == ["--version"]:  # on the hot path: installers and doctor ask it
-        sys.stdout.write(f"kubetray-exec {protocol.VERSION}\n")
+        from exec_helper.version import describe
+
+        sys.stdout.write(f"kubetray-exec {describe()}\n")
         return 0
     if any(a in args for a in HELP_ARGS):
         from exec_helper.agent_start import print_help
@@ -77,7 +79,12 @@ def main(argv: list[str] | None = None) -> int:
         }
     )
     try:
-        return print_answer(exchange_starting_agent(request, exec_info, args))
+        code = print_answer(exchange_starting_agent(request, exec_info, args))
+        if exchange.met_older_agent:  # after the answer: kubectl has what it needs
+            from exec_helper.agent_start import retire_older_agent
+
+            retire_older_agent()
+        return code
     except HelperError as e:
         return _fail(str(e))
     except KeyboardInterrupt:

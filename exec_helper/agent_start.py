@@ -3,6 +3,7 @@
 Reached only when the fast path cannot answer, so imports here cost nothing that matters.
 """
 
+import contextlib
 import os
 import shlex
 import shutil
@@ -13,7 +14,7 @@ import time
 from exec_helper import paths, protocol
 from exec_helper.errors import AgentUnavailable, HelperError
 from exec_helper.exec_credential import ExecInfoError, parse_exec_info
-from exec_helper.options import OptionsError, build_parser, resolve
+from exec_helper.options import OptionsError, UnknownArgument, build_parser, resolve
 
 START_TIMEOUT = 10.0
 """An agent's start-up is a second or two; a loaded machine may take longer."""
@@ -22,10 +23,26 @@ START_TIMEOUT = 10.0
 def print_help(args: list[str]) -> int:
     """``--help`` and ``--version``."""
     if "--version" in args:
-        sys.stdout.write(f"kubetray-exec {protocol.VERSION}\n")
+        from exec_helper.version import describe
+
+        sys.stdout.write(f"kubetray-exec {describe()}\n")
     else:
         build_parser().print_help(sys.stdout)
     return 0
+
+
+def retire_older_agent() -> None:
+    """The agent is older than 0.2 (its hello names no version): it cannot notice that kubetray
+    was upgraded and keeps running the old code. Ask it to stop once no login is in flight (a
+    request it knows); the next call starts the kubetray installed now, which reads its logins
+    back from the keyring. Not through an SSH forward: that agent is the desktop's business."""
+    if paths.forwarded_socket():
+        return
+    from exec_helper.exchange import exchange
+
+    stop = protocol.encode({"op": "stop", "when_idle": True})
+    with contextlib.suppress(HelperError):  # it is going anyway, or the next call asks again
+        exchange(stop, talk=False)
 
 
 def agent_command() -> list[str]:
@@ -72,9 +89,14 @@ def _forwarded_here() -> str | None:
 
 
 def _validate(exec_info: str, args: list[str]) -> None:
+    """Bad input in kubetray's own flags never costs an agent start. An argument they do not
+    know may be a cloud tool's command line (gke-gcloud-auth-plugin's, ...), which only the
+    agent's providers read: the agent is started and says what it thinks of it."""
     try:
         info = parse_exec_info(exec_info)
         resolve(args, info.cluster.config if info.cluster else None)
+    except UnknownArgument:
+        pass
     except (ExecInfoError, OptionsError) as e:
         raise HelperError(str(e)) from None
 

@@ -17,6 +17,9 @@ KUBETRAY_EXEC_TIMEOUT overrides it (seconds between two frames from the agent)."
 
 Answer = tuple[int, str, str]
 """(exit code, stdout, stderr) as the agent decided them."""
+met_older_agent = False
+"""The agent answered with a hello that names no kubetray version: one from before 0.2, which
+cannot notice an upgrade by itself (kubetray-exec then asks it to restart, see __main__)."""
 
 
 def _read_frame(sock: "protocol.Socket", buf: bytearray) -> bytes:
@@ -81,7 +84,11 @@ def exchange(request: bytes, talk: bool = True) -> Answer:
 
                     answered = True
                     sock.sendall(protocol.frame(answer(msg)))
-            elif kind not in (protocol.HELLO, protocol.KEEPALIVE):
+            elif kind == protocol.HELLO:
+                if protocol.KUBETRAY not in msg:
+                    global met_older_agent  # noqa: PLW0603 - one fact for __main__ to act on
+                    met_older_agent = True
+            elif kind != protocol.KEEPALIVE:
                 raise HelperError(f"the kubetray agent sent an unexpected {kind!r} frame")
     except TimeoutError:
         raise HelperError(

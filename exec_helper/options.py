@@ -151,6 +151,11 @@ class OptionsError(ValueError):
     """An argument or a per-cluster setting kubetray-exec cannot use."""
 
 
+class UnknownArgument(OptionsError):
+    """An argument none of kubetray-exec's own flags is: a typo, or another tool's command
+    line, which a provider in the agent may read (app.providers): said by the agent."""
+
+
 _FIELDS = {f.name.replace("_", "-"): f for f in dataclasses.fields(HelperOptions)}
 _TRUE = {"true", "1", "yes", "t"}
 _FALSE = {"false", "0", "no", "f"}
@@ -204,7 +209,8 @@ def build_parser() -> argparse.ArgumentParser:
         allow_abbrev=False,
         description="Exec credential plugin for kubectl and other Kubernetes clients: asks the "
         "kubetray agent for a credential and prints an ExecCredential. Name it as the command "
-        "of a kubeconfig user's exec entry; kubelogin get-token flags are accepted.",
+        "of a kubeconfig user's exec entry; kubelogin get-token flags are accepted, and "
+        "gke-gcloud-auth-plugin's command line after its name (kubetray import writes it).",
     )
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     for flag, f in _FIELDS.items():
@@ -296,9 +302,10 @@ def parse_args(args: list[str]) -> dict[str, Any]:
         ]
     )
     if rest:
-        raise OptionsError(
-            f"unknown argument {rest[0]!r}: kubetray-exec takes the kubelogin get-token flags and "
-            "--stored NAME (see kubetray-exec --help)"
+        raise UnknownArgument(
+            f"unknown argument {rest[0]!r}: kubetray-exec takes the kubelogin get-token flags, "
+            "--stored NAME, or gke-gcloud-auth-plugin's command line after its name (see "
+            "kubetray-exec --help)"
         )
     fields = {f.name: f for f in dataclasses.fields(HelperOptions)}
     return {

@@ -32,6 +32,17 @@ TIMEOUT_ENV = "KUBETRAY_EXEC_TIMEOUT"
 """Seconds kubetray-exec waits for each frame of the agent's answer (exchange.FRAME_TIMEOUT)."""
 FAST_ENV = "KUBETRAY_EXEC_FAST"
 """``0``: the installed launcher never takes its fast path (it always starts Python)."""
+HANDOVER_ENV = "KUBETRAY_LISTEN_FDS"
+"""``SOCKET,LOCK``: what a restarting agent hands over across exec (app/restart.py)."""
+HANDOVER_PID_ENV = "KUBETRAY_LISTEN_PID"
+"""The pid they were handed to: a child that inherits the environment must not take them."""
+RESTART_ENV = (
+    "KUBETRAY_RESTARTED_FROM",
+    "KUBETRAY_MEMORY_FD",
+    "KUBETRAY_BUILD_FILE",
+    "KUBETRAY_PIN",
+)
+"""Also set for (or by) a restarted agent: never a setting for kubetray-exec to pass on."""
 INFRA_ENV = (
     RUNTIME_ENV,
     "KUBETRAY_CONFIG_DIR",
@@ -40,32 +51,58 @@ INFRA_ENV = (
     TIMEOUT_ENV,
     FORWARD_ENV,
     FAST_ENV,
+    HANDOVER_ENV,
+    HANDOVER_PID_ENV,
+    *RESTART_ENV,
 )
 """``KUBETRAY_*`` variables that say how to reach the agent: never sent to it."""
-PASSED_ENV = ("KUBECONFIG", "DBUS_SESSION_BUS_ADDRESS")
+PASSED_ENV = (
+    "KUBECONFIG",
+    "DBUS_SESSION_BUS_ADDRESS",
+    # aws-iam-authenticator's own: the cluster ID and the role when not given as -i, -r
+    "KUBERNETES_AWS_AUTHENTICATOR_CLUSTER_ID",
+    "DEFAULT_ROLE",
+)
 """Other variables sent to the agent (besides the ``KUBETRAY_*`` settings)."""
 ENV_PREFIX = "KUBETRAY_"
-_PREFIX_B = ENV_PREFIX.encode()
+PASSED_ENV_PREFIXES = (
+    "AAD_",  # Azure kubelogin's own (AAD_LOGIN_METHOD, AAD_SERVICE_PRINCIPAL_CLIENT_ID, ...)
+    "AZURE_",  # Azure's SDKs and kubelogin (AZURE_CLIENT_ID, AZURE_TENANT_ID, ...)
+    "ARM_",  # Terraform's names, which kubelogin reads with --use-azurerm-env-vars
+    "ACTIONS_ID_TOKEN_REQUEST_",  # GitHub Actions' OIDC token for workload identity
+    "AWS_",  # the AWS CLI and SDKs (AWS_PROFILE, AWS_REGION, AWS_CONFIG_FILE, ...)
+    "CLOUDSDK_",  # gcloud (CLOUDSDK_CONFIG, CLOUDSDK_CORE_ACCOUNT, ...)
+    "GOOGLE_",  # Google's libraries (GOOGLE_APPLICATION_CREDENTIALS, ...)
+)
+"""Variables of the cloud tools kubetray stands in for, sent to the agent so that a provider
+reads them as that tool would in the caller's shell (app.providers). Some hold secrets
+(AZURE_CLIENT_SECRET, AWS_SECRET_ACCESS_KEY): the agent keeps requests in memory only, and
+neither logs nor records their environment. A request forwarded from an SSH host carries none
+of them to the desktop's agent (app.usecases.get_credential)."""
+_PREFIXES_B = tuple(p.encode() for p in (ENV_PREFIX, *PASSED_ENV_PREFIXES))
+_FIRST_B = frozenset(p[:1] for p in _PREFIXES_B)
+"""Their first bytes: most of an environment (PATH, HOME, LANG, XDG_*) fails this one set
+lookup, so eight prefixes cost what one did."""
 _PASSED_B = tuple(name.encode() for name in PASSED_ENV)
 
 
 def kubetray_env() -> list[str]:
     """``KUBETRAY_*=value`` settings meant for the agent (flags given as environment), the
-    caller's ``KUBECONFIG`` (the agent names identities after the kubeconfig user) and its
-    D-Bus session bus (an agent started without one finds the keyring there)."""
+    caller's ``KUBECONFIG`` (the agent names identities after the kubeconfig user), its
+    D-Bus session bus (an agent started without one finds the keyring there), and the cloud
+    tools' variables (PASSED_ENV_PREFIXES)."""
     if sys.platform == "win32":
         import os
 
-        items = [
-            (k, v) for k, v in os.environ.items() if k.startswith(ENV_PREFIX) or k in PASSED_ENV
-        ]
+        prefixes = (ENV_PREFIX, *PASSED_ENV_PREFIXES)
+        items = [(k, v) for k, v in os.environ.items() if k.startswith(prefixes) or k in PASSED_ENV]
     else:
         import posix
 
         items = [
             (k.decode("utf-8", "surrogateescape"), v.decode("utf-8", "surrogateescape"))
             for k, v in posix.environ.items()
-            if k.startswith(_PREFIX_B) or k in _PASSED_B
+            if (k[:1] in _FIRST_B and k.startswith(_PREFIXES_B)) or k in _PASSED_B
         ]
     return [f"{k}={v}" for k, v in items if k not in INFRA_ENV]
 

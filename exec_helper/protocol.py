@@ -31,8 +31,12 @@ except ImportError:  # pragma: no cover - CPython always has _json
     from json.encoder import encode_basestring_ascii as _quote  # type: ignore[no-redef]
 
 PROTOCOL_VERSION = 1
-VERSION = "0.1.0"
-"""kubetray-exec's own version (kept equal to the app's: a test checks)."""
+"""The frames' grammar. New fields and new requests keep it: each side ignores fields it does
+not know, and an agent answers a request it does not know with exit 1 and a line saying so."""
+KUBETRAY = "kubetray"
+"""In the agent's hello: its kubetray version (agents before 0.2 send none)."""
+BUILD = "build"
+"""In the agent's hello: its build id (exec_helper.version), absent for a development install."""
 HEADER_SIZE = 4
 MAX_FRAME = 4 * 1024 * 1024
 """KUBERNETES_EXEC_INFO carries the cluster CA; Linux caps one env string at 128 KiB anyway."""

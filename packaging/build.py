@@ -6,23 +6,66 @@ this Python's headers and put beside kubetray. Prints where the bundle is and it
 per-OS scripts (linux/build.sh, macos/build.sh, windows/build.ps1) call this first, then wrap
 the bundle in an installer. Needs a C compiler (cc / gcc / clang; MSVC's cl on Windows) and
 the Python headers (Debian: python3-dev).
+
+The version comes from git (setuptools-scm, configured in pyproject.toml), computed afresh for
+every build: it goes into exec_helper/_version.py and, with a build id new for every build, into
+build/kubetray-build.json, which the bundle carries (exec_helper/version.py reads it; a running
+kubetray compares it with its own to notice an upgrade). ``python packaging/build.py version
+[--debian]`` prints a bundle's version (the packaging scripts name their packages with it).
 """
 
+import json
 import os
+import re
+import secrets
 import shutil
 import subprocess
 import sys
 import sysconfig
-import tomllib
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DIST = ROOT / "build" / "dist"
 
 
-def version() -> str:
-    with open(ROOT / "pyproject.toml", "rb") as f:
-        return str(tomllib.load(f)["project"]["version"])
+BUILD_FILE = ROOT / "build" / "kubetray-build.json"
+"""Written before PyInstaller runs; kubetray.spec puts it beside the bundle's libraries."""
+
+
+def stamp() -> dict[str, str]:
+    """Git's version now (setuptools-scm writes exec_helper/_version.py too) and a new build id,
+    into BUILD_FILE."""
+    # setuptools-scm's command line reads pyproject.toml's settings (fallback_version...) and
+    # writes exec_helper/_version.py; a dev dependency: only building needs it.
+    version = subprocess.run(
+        [sys.executable, "-m", "setuptools_scm", "--force-write-version-files"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    build = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(4)
+    doc = {"version": version, "build": build}
+    BUILD_FILE.parent.mkdir(parents=True, exist_ok=True)
+    BUILD_FILE.write_text(json.dumps(doc) + "\n")  # flat: exec_helper.version reads it sans json
+    return doc
+
+
+def bundle_version(bundle: Path) -> str:
+    """The version a built bundle carries (its build file)."""
+    found = [p for p in bundle.rglob("kubetray-build.json") if p.is_file()]
+    if not found:
+        raise SystemExit(f"error: {bundle} has no kubetray-build.json (build it with build.py)")
+    return str(json.loads(found[0].read_text())["version"])
+
+
+def debian_version(version: str) -> str:
+    """A PEP 440 version as dpkg orders it: pre-releases and .devN sort before the release
+    (``~``), so 0.2.0~rc1 and 0.2.1~dev4+g1a2b3c4 upgrade and downgrade as pip orders them."""
+    public, plus, local = version.partition("+")
+    v = re.sub(r"\.?(dev|a|b|rc)(\d+)", r"~\1\2", public) + plus + local
+    return re.sub(r"[^A-Za-z0-9.+~-]", "-", v)
 
 
 def size(path: Path) -> int:
@@ -80,6 +123,7 @@ def protocol_header(directory: Path) -> Path:
     lists = {
         "KT_INFRA_ENV": paths.INFRA_ENV,
         "KT_PASSED_ENV": paths.PASSED_ENV,
+        "KT_PASSED_PREFIXES": paths.PASSED_ENV_PREFIXES,
         "KT_HELP_ARGS": helper.HELP_ARGS,
     }
     lines = [
@@ -93,7 +137,7 @@ def protocol_header(directory: Path) -> Path:
         f"#define KT_CACHED_TIMEOUT {float(protocol.CACHED_TIMEOUT)!r}",
     ]
     # The frames' vocabulary (exchange.py reads these keys) and the request's fields.
-    for key in ("op", "type", "version", "exit", "stdout", "stderr"):
+    for key in ("op", "type", "version", protocol.KUBETRAY, "exit", "stdout", "stderr"):
         strings[f"KT_KEY_{key.upper()}"] = key
     for key in protocol.REQUEST_FIELDS:
         strings[f"KT_KEY_{key.upper()}"] = key
@@ -207,7 +251,12 @@ def launcher(bundle: Path) -> Path:
     return exe
 
 
-def main() -> int:
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["version"]:  # version BUNDLE [--debian]
+        found = bundle_version(Path(argv[1]))
+        print(debian_version(found) if "--debian" in argv else found)
+        return 0
+    built = stamp()
     shutil.rmtree(DIST / "kubetray", ignore_errors=True)
     subprocess.run(
         [
@@ -227,9 +276,10 @@ def main() -> int:
     )
     bundle = DIST / "kubetray"
     print(f"launcher: {launcher(bundle)}")
-    print(f"bundle: {bundle} ({size(bundle) / 1e6:.1f} MB), kubetray {version()}")
+    print(f"bundle: {bundle} ({size(bundle) / 1e6:.1f} MB), kubetray {built['version']}")
+    print(f"build: {built['build']}")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

@@ -42,6 +42,33 @@ def id_tokens_of(jwks: dict[str, Any], issuer: str, audience: str) -> Callable[[
     return check
 
 
+def google_access_tokens(tokeninfo: str) -> Callable[[str], bool]:
+    """What a GKE API server accepts of a person (cloud.google.com/kubernetes-engine/docs/
+    how-to/api-server-authentication): a Google OAuth access token whose tokeninfo names an
+    email, granted the userinfo.email scope; the username is that email. ``tokeninfo``: the
+    Google stand-in's endpoint (tests/oidc/google.mjs)."""
+    import json
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    def check(token: str) -> bool:
+        url = f"{tokeninfo}?{urllib.parse.urlencode({'access_token': token})}"
+        try:
+            with urllib.request.urlopen(url, timeout=10) as r:
+                info = json.load(r)
+        except (urllib.error.URLError, ValueError):
+            return False
+        scopes = str(info.get("scope", "")).split()
+        return bool(
+            info.get("email")
+            and "https://www.googleapis.com/auth/userinfo.email" in scopes
+            and int(info.get("expires_in", 0)) > 0
+        )
+
+    return check
+
+
 class _Server(ThreadingHTTPServer):
     # A real API server listens with the kernel's backlog. socketserver's 5, with TLS handshakes
     # done one at a time in the accept loop, drops the SYNs of 8 clients connecting at once

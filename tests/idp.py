@@ -52,12 +52,14 @@ START_TIMEOUT = 60.0
 """oidc-provider announces itself within a second or two; a start that hangs is tried again."""
 
 
-def _start(settings: dict[str, Any]) -> tuple[subprocess.Popen[str], str | None, str]:
-    """Start provider.mjs; (process, its issuer line or None if it said nothing in time, its
-    stderr so far)."""
+def _start(
+    settings: dict[str, Any], script: str = "provider.mjs"
+) -> tuple[subprocess.Popen[str], str | None, str]:
+    """Start ``script`` (provider.mjs, or google.mjs: Google's stand-in); (process, its issuer
+    line or None if it said nothing in time, its stderr so far)."""
     with tempfile.TemporaryFile(mode="w+") as err:
         proc = subprocess.Popen(
-            ["node", str(OIDC_DIR / "provider.mjs"), json.dumps(settings)],
+            ["node", str(OIDC_DIR / script), json.dumps(settings)],
             stdout=subprocess.PIPE,
             stderr=err,
             text=True,
@@ -80,16 +82,17 @@ def _stop(proc: subprocess.Popen[str]) -> None:
 
 
 @contextlib.contextmanager
-def run_idp(**settings: Any) -> Iterator[IdP]:
-    """Start oidc-provider on 127.0.0.1 with the given settings (see provider.mjs)."""
+def run_idp(script: str = "provider.mjs", **settings: Any) -> Iterator[IdP]:
+    """Start oidc-provider on 127.0.0.1 with the given settings (see provider.mjs; with
+    ``script="google.mjs"``, Google's stand-in)."""
     require(
         idp_available(), "oidc-provider is not installed: run `make test` (npm ci in tests/oidc)"
     )
-    proc, line, err = _start(settings)
+    proc, line, err = _start(settings, script)
     if line is None:  # seen once in a full run: node said nothing for 300 s
         _stop(proc)
         print(f"oidc-provider did not start within {START_TIMEOUT:g} s; trying again: {err}")
-        proc, line, err = _start(settings)
+        proc, line, err = _start(settings, script)
     try:
         assert line, f"oidc-provider did not start: {err}"
         announced = json.loads(line)

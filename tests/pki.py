@@ -81,7 +81,9 @@ class CA:
         server: bool = False,
         lifetime: dt.timedelta = dt.timedelta(days=1),
         not_before: dt.datetime | None = None,
+        addresses: tuple[str, ...] = (),
     ) -> Issued:
+        """A certificate for ``cn``; a server's names 127.0.0.1, localhost and ``addresses``."""
         key = ec.generate_private_key(ec.SECP256R1())
         start = not_before or dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)
         usage = (
@@ -107,7 +109,13 @@ class CA:
         if server:
             builder = builder.add_extension(
                 x509.SubjectAlternativeName(
-                    [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]
+                    [
+                        *(
+                            x509.IPAddress(ipaddress.ip_address(a))
+                            for a in dict.fromkeys(("127.0.0.1", *addresses))
+                        ),
+                        x509.DNSName("localhost"),
+                    ]
                 ),
                 critical=False,
             )

@@ -5,7 +5,7 @@ import signal
 import threading
 from types import FrameType
 
-from app import __version__, compose, lifecycle, logs
+from app import __version__, compose, frozen, lifecycle, logs, restart
 
 log = logging.getLogger(__name__)
 
@@ -14,6 +14,8 @@ def run(store: str | None = None) -> int:
     """Serve until SIGTERM, SIGINT or `kubetray stop`. AgentRunning propagates when another
     agent serves. ``store`` overrides the secret-store setting (keyring, memory, auto)."""
     logs.to_stderr()
+    frozen.pin()  # before anything else: nothing is imported from a replaced installation
+    came_from = restart.restarted_from()
     parts = compose.agent(store_kind=store)
     server = parts.server
 
@@ -37,7 +39,9 @@ def run(store: str | None = None) -> int:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     parts.service.on_stop = stop_request
+    restarting, watch = restart.wire(parts, finish=server.shutdown, stop=server.shutdown)
     server.listener.open()
+    restart.restore_memory(parts)
     parts.start()
     log.info("kubetray agent %s listening on %s", __version__, server.listener.address)
     chosen = parts.store.chosen
@@ -46,12 +50,16 @@ def run(store: str | None = None) -> int:
         log.info("%s (%s)", chosen.notice, chosen.reason or "the store setting")
     # Serve on a thread: the kernel may hand SIGTERM to any thread, and Python runs the handler
     # only when the main thread comes back to it, which a blocking accept() never does.
+    restart.note(came_from, parts.service.facts)
     serving = threading.Thread(target=server.serve_forever, name="ipc", daemon=True)
     serving.start()
+    watch.start()
     try:
         while serving.is_alive():
             serving.join(0.5)
     finally:
-        server.listener.close()
+        watch.stop()
+        server.listener.close()  # nothing left to close once handed over for a restart
         parts.stop()
+    restarting.exec_if_due()
     return 0

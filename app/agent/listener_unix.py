@@ -3,12 +3,17 @@
 The directory is created 0700 and re-checked (owner, mode, no symlink) with the same check
 kubetray-exec applies; a lock file held for the agent's lifetime makes a second agent fail
 fast; a leftover socket is removed only after a probe finds nobody listening.
+
+A restart in place (app/restart.py) hands both over across exec: the socket keeps listening,
+so callers that connect meanwhile wait in its backlog instead of being refused, and the lock is
+never free for a second agent to take.
 """
 
 import contextlib
 import errno
 import fcntl
 import os
+import select
 import socket
 import stat
 import sys
@@ -16,11 +21,46 @@ import threading
 
 assert sys.platform != "win32"  # tells mypy the rest is Unix-only
 
-from app.agent.server import Peer
+from app.agent.server import Interrupted, Peer
 from app.errors import AgentRunning, AppError
 from exec_helper import paths
 from exec_helper.errors import UnsafeRuntimeDir
 from exec_helper.transport_unix import check_private_dir, peer_credentials
+
+HANDOVER_ENV, HANDOVER_PID_ENV = paths.HANDOVER_ENV, paths.HANDOVER_PID_ENV
+"""Like systemd's LISTEN_FDS and LISTEN_PID."""
+
+
+def handed_over(address: str) -> tuple[socket.socket, int] | None:
+    """The listening socket and lock a restarted agent left to this process, checked: a
+    listening Unix socket bound to ``address``, and a file. The variables go either way."""
+    fds, pid = os.environ.pop(HANDOVER_ENV, None), os.environ.pop(HANDOVER_PID_ENV, None)
+    if not fds or pid != str(os.getpid()):
+        return None
+    try:
+        sock_fd, lock_fd = (int(x) for x in fds.split(","))
+        sock = socket.socket(fileno=sock_fd)
+    except (ValueError, OSError):
+        return None
+    os.set_inheritable(sock_fd, False)
+    os.set_inheritable(lock_fd, False)
+    try:  # the lock handed over is the lock file of this directory
+        lock = os.fstat(lock_fd)
+        named = os.stat(os.path.join(os.path.dirname(address), paths.LOCK_NAME))
+        same_lock = (lock.st_dev, lock.st_ino) == (named.st_dev, named.st_ino)
+    except OSError:
+        same_lock = False
+    if (
+        sock.family != socket.AF_UNIX
+        or sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN) != 1
+        or sock.getsockname() != address
+        or not same_lock
+    ):
+        sock.close()
+        with contextlib.suppress(OSError):
+            os.close(lock_fd)  # else its flock would keep this very process from the lock
+        return None
+    return sock, lock_fd
 
 
 def ensure_private_dir(path: str) -> None:
@@ -84,10 +124,20 @@ class UnixListener:
         self._lock_fd: int | None = None
         self._sock: socket.socket | None = None
         self._closing = threading.Lock()
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_w, False)
+        self.adopted = False
+        """The socket was handed over by the agent this process replaced (a restart)."""
 
     def open(self) -> None:
-        """Take the per-user lock, clear a stale socket, bind and listen."""
+        """Take the per-user lock, clear a stale socket, bind and listen (or take over what a
+        restarting agent handed to this process)."""
         ensure_private_dir(self.directory)
+        adopted = handed_over(self.address)
+        if adopted is not None:
+            self._sock, self._lock_fd = adopted
+            self.adopted = True
+            return
         lock_path = os.path.join(self.directory, paths.LOCK_NAME)
         fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         try:
@@ -126,11 +176,36 @@ class UnixListener:
         raise AgentRunning(f"something already answers on {self.address}")
 
     def accept(self) -> tuple[socket.socket, Peer]:
-        """The next connection, with its peer's pid and whether it runs as us."""
-        assert self._sock is not None, "open() first"
-        conn, _ = self._sock.accept()
+        """The next connection, with its peer's pid and whether it runs as us; Interrupted when
+        wake() was called first."""
+        sock = self._sock
+        assert sock is not None, "open() first"
+        poller = select.poll()
+        poller.register(sock, select.POLLIN)
+        poller.register(self._wake_r, select.POLLIN)
+        if any(fd == self._wake_r for fd, _ in poller.poll()):
+            with contextlib.suppress(BlockingIOError):
+                os.read(self._wake_r, 512)
+            raise Interrupted
+        conn, _ = sock.accept()
         pid, uid = peer_credentials(conn)  # type: ignore[arg-type]
         return conn, Peer(pid=pid, same_user=uid == os.getuid(), who=f"uid {uid}")
+
+    def wake(self) -> None:
+        """Make a blocked (or the next) accept() raise Interrupted."""
+        with contextlib.suppress(OSError):  # full (a wake is pending anyway), or closed
+            os.write(self._wake_w, b"w")
+
+    def hand_over(self) -> tuple[int, int]:
+        """The listening socket and the lock as inheritable descriptors, for the process this
+        one execs into; close() then leaves both alone (the socket keeps listening)."""
+        with self._closing:
+            assert self._sock is not None and self._lock_fd is not None, "open() first"
+            sock_fd, lock_fd = self._sock.detach(), self._lock_fd
+            self._sock, self._lock_fd = None, None
+        os.set_inheritable(sock_fd, True)
+        os.set_inheritable(lock_fd, True)
+        return sock_fd, lock_fd
 
     def close(self) -> None:
         """Stop listening, remove the socket, release the lock.
@@ -149,3 +224,4 @@ class UnixListener:
             if self._lock_fd is not None:
                 os.close(self._lock_fd)
                 self._lock_fd = None
+            self.wake()  # a thread still in accept() leaves it

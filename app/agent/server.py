@@ -17,7 +17,16 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from app.agent.service import Service, bad_request
-from exec_helper import protocol
+from exec_helper import protocol, version
+
+HELLO = {
+    "type": protocol.HELLO,
+    "version": protocol.PROTOCOL_VERSION,
+    protocol.KUBETRAY: version.VERSION,
+    protocol.BUILD: version.BUILD,
+}
+"""The agent's first frame: the protocol, and which kubetray answers (a newer kubetray-exec
+asks an agent without them to restart, see exec_helper.exchange)."""
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +69,10 @@ class Listener(Protocol):
     def open(self) -> None: ...
     def accept(self) -> tuple[Any, Peer]: ...
     def close(self) -> None: ...
+
+
+class Interrupted(Exception):
+    """Raised by a listener's accept() that was woken (see IPCServer.drain)."""
 
 
 class PeerGone(Exception):
@@ -143,12 +156,27 @@ class IPCServer:
         self._dropped = 0
         self._warned = 0.0
         self._stopping = threading.Event()
+        self._paused = False
+        self._parked = False
+        """serve_forever is waiting for resume(), in no accept()."""
+        self._idle = threading.Condition(self._lock)
+        """Notified when a connection ends or serving resumes (drain waits on it)."""
 
     def serve_forever(self) -> None:
         """Accept until shutdown(); the listener must be open."""
         while not self._stopping.is_set():
+            with self._lock:
+                while self._paused and not self._stopping.is_set():
+                    self._parked = True
+                    self._idle.notify_all()
+                    self._idle.wait()
+                self._parked = False
+            if self._stopping.is_set():
+                return
             try:
                 conn, peer = self.listener.accept()
+            except Interrupted:
+                continue  # drain() or shutdown() woke it
             except OSError:
                 if self._stopping.is_set():
                     return
@@ -212,9 +240,48 @@ class IPCServer:
             return True
 
     def shutdown(self) -> None:
-        """Stop accepting and close the listener (a blocked accept() returns)."""
+        """Stop accepting and close the listener (a blocked accept() returns). After a
+        hand-over (restart) the listener has nothing left to close."""
         self._stopping.set()
+        with self._lock:
+            self._idle.notify_all()
         self.listener.close()
+
+    def drain(self, timeout: float) -> bool:
+        """Stop accepting (callers wait in the socket's backlog) and wait until no connection
+        is open; False, serving again, if one still is after ``timeout`` seconds.
+
+        A listener that cannot be woken (the Windows pipe) may still accept the one caller its
+        accept() is waiting for: that call is served before the process goes only if it
+        arrives before the connections being served have ended (not run here)."""
+        wake = getattr(self.listener, "wake", None)
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            self._paused = True
+        if wake is not None:
+            wake()
+
+        def busy() -> bool:
+            return bool(self._open) or (wake is not None and not self._parked)
+
+        with self._lock:
+            while busy() and time.monotonic() < deadline:
+                self._idle.wait(max(0.0, deadline - time.monotonic()))
+            if busy():
+                self._paused = False
+                self._idle.notify_all()
+                return False
+        return True
+
+    def resume(self) -> None:
+        """Accept again after a drain that led nowhere."""
+        with self._lock:
+            self._paused = False
+            self._idle.notify_all()
+
+    def open_connections(self) -> int:
+        with self._lock:
+            return self._open
 
     def _serve(self, conn: Connection, pid: int | None) -> None:
         deadline = time.monotonic() + self._read_timeout
@@ -223,7 +290,7 @@ class IPCServer:
             if hello.get("op") != protocol.HELLO:
                 raise PeerGone("the first frame must be hello")
             version = hello.get("version")
-            write_frame(conn, {"type": protocol.HELLO, "version": protocol.PROTOCOL_VERSION})
+            write_frame(conn, HELLO)
             if version != protocol.PROTOCOL_VERSION:
                 write_frame(
                     conn,
@@ -263,4 +330,5 @@ class IPCServer:
             with self._lock:
                 self._waiting.pop(conn, None)
                 self._open -= 1
+                self._idle.notify_all()
             conn.close()

@@ -20,7 +20,7 @@ from app.model import CallRecord
 from app.oidc.errors import LoginError
 from app.usecases.account import Account
 from app.usecases.get_credential import CredentialRequest, GetCredential
-from exec_helper import options, protocol
+from exec_helper import options, protocol, version
 from exec_helper.errors import printable
 
 log = logging.getLogger(__name__)
@@ -136,7 +136,12 @@ class CallerConversation:
         self._frame({"type": protocol.KEEPALIVE})
 
     def device_code(self, user_code: str, uri: str) -> None:
-        pass  # tell() already put it on the caller's terminal
+        """tell() already put the code and the link on the caller's terminal; where a person
+        reads it, a QR code of the link follows (a phone opens it: a server, an SSH session)."""
+        if self.visible and uri:
+            shown = terminal_qr(uri)
+            if shown:
+                self.tell(f"or scan this with your phone:\n{shown}")
 
     def ask(self, text: str, secret: bool) -> str | None:
         if not self.interactive or self.gone:
@@ -175,6 +180,12 @@ class Service:
         """More about this agent for status (what program serves)."""
         self.store_facts: Callable[[], dict[str, Any]] = dict
         """Where tokens are kept, asked at each status (the store can move to the keyring)."""
+        self.on_request: Callable[[], None] | None = None
+        """Called as each request arrives: a look at the installation (app/upgrade.py)."""
+        self.on_restart: Callable[[], list[str]] | None = None
+        """`kubetray restart`: restart once idle; returns the logins it waits for."""
+        self.restart_facts: Callable[[], dict[str, Any]] = dict
+        """An update installed, a restart pending (app/restart.py), for status."""
 
     def handle(
         self, request: dict[str, Any], pid: int | None, send: Send, receive: Receive
@@ -184,6 +195,11 @@ class Service:
         Fields are checked before use: a malformed request gets an exit-2 answer saying what
         is wrong, never a traceback in the log and never silence.
         """
+        if self.on_request is not None:
+            try:
+                self.on_request()
+            except Exception:  # a look at the installation must never cost the answer
+                log.exception("checking the installation failed")
         try:
             self._dispatch(request, pid, send, receive)
         except BadRequest as e:
@@ -233,6 +249,16 @@ class Service:
                 send(_result(0, stdout=self._json({"pid": os.getpid()})))
             finally:
                 self.on_stop(bool(request.get("when_idle")))
+        elif op == "restart" and self.on_restart is not None:
+            waiting = self.on_restart()
+            send(
+                _result(
+                    0,
+                    stdout=self._json(
+                        {"pid": os.getpid(), "version": __version__, "waits_for": waiting}
+                    ),
+                )
+            )
         elif op == "invalidate":
             self._broker.invalidate(_str(request, "name"))
             send(_result(0))
@@ -255,9 +281,11 @@ class Service:
             "agent": {
                 "pid": os.getpid(),
                 "version": __version__,
+                "build": version.BUILD,
                 "socket": self._socket,
                 **self.store_facts(),
                 **self.facts,
+                **self.restart_facts(),
             },
         }
 
@@ -343,3 +371,19 @@ def _record_dict(rec: CallRecord) -> dict[str, Any]:
     doc = asdict(rec)
     doc["time"] = rec.time.isoformat()
     return doc
+
+
+def terminal_qr(text: str) -> str | None:
+    """``text`` as a QR code in Unicode half blocks, no colours (segno), or None if it does not
+    fit one (a link over about 300 characters)."""
+    import io
+
+    import segno
+
+    try:
+        code = segno.make(text, error="l", micro=False)
+    except (ValueError, segno.DataOverflowError):
+        return None
+    out = io.StringIO()
+    code.terminal(out=out, compact=True, border=2)
+    return out.getvalue().rstrip("\n")

@@ -19,3 +19,13 @@ def content(command: list[str]) -> bytes:
             "ProcessType": "Interactive",
         }
     )
+
+
+def program(text: str) -> str | None:
+    """The program a LaunchAgent runs."""
+    try:
+        doc = plistlib.loads(text.encode())
+    except Exception:
+        return None
+    args = doc.get("ProgramArguments") if isinstance(doc, dict) else None
+    return str(args[0]) if isinstance(args, list) and args else None

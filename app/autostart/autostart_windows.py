@@ -28,3 +28,16 @@ def is_enabled() -> bool:
     except FileNotFoundError:
         return False
     return True
+
+
+def program() -> str | None:
+    """The program the Run value starts (its first word), None without one."""
+    try:
+        with winreg.OpenKey(winreg.HKEY_CURRENT_USER, KEY) as key:
+            value, _ = winreg.QueryValueEx(key, VALUE)
+    except FileNotFoundError:
+        return None
+    text = str(value).strip()
+    if text.startswith('"'):
+        return text[1:].partition('"')[0]
+    return text.split(" ", 1)[0] or None

@@ -1,10 +1,13 @@
 """The broker: which identity a request names, its credential, and every identity's status.
 
 Qt-free and transport-free: the use cases call it. It owns each identity's usage (calls, last
-use, clusters, last error, a stored credential's cached copy) under its lock; the OIDC session
-is Logins', the names the Registry's.
+use, clusters, last error, a stored credential's cached copy) under its lock; a login's session
+is Logins' (whatever its provider), the names the Registry's. Two families of identity: stored
+credentials, served here as ``kubetray store`` kept them, and logins, served by Logins with
+their provider's client (app.providers).
 """
 
+import logging
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -13,20 +16,24 @@ from datetime import UTC, datetime
 
 from app.broker.consent import Consent
 from app.broker.flight import Conversation
-from app.broker.logins import Logins, SessionView, no_id_token_note
+from app.broker.logins import Logins, SessionView
 from app.broker.registry import Entry, Registry
 from app.errors import CredentialError, UsageError
-from app.identity import stored_key
-from app.model import OIDC, STORED, CallRecord, ContextUse, Credential, IdentityStatus, State
-from app.oidc.settings import OIDCSettings
+from app.model import STORED, CallRecord, ContextUse, Credential, IdentityStatus, State
 from app.oidc.tokens import MIN_MARGIN, TokenSet, handed_out_expiry
+from app.providers.base import Settings, Token, TokensRefused, Wanted
 from app.static_credentials import StoredCredential, StoredCredentials, StoredInfo
 from exec_helper.options import HelperOptions
+
+Request = Wanted | HelperOptions
+"""What a call asks for: a provider's Wanted, or kubetray-exec's own flags (stored, OIDC)."""
 
 MAX_RECORDS = 500
 MAX_UNSERVED = 32
 """Stored names that never served (typos, probes) stay listed with their error, the newest few."""
 MAX_CLUSTERS = 64
+
+log = logging.getLogger(__name__)
 
 
 def utcnow() -> datetime:
@@ -72,6 +79,7 @@ class Broker:
         self._stored = stored
         self.registry = registry
         self.logins = logins
+        self.providers = logins.providers if logins else registry.providers
         self._clock = clock
         self._contexts = contexts
         self.consent = consent
@@ -82,46 +90,45 @@ class Broker:
 
     # -- which identity ---------------------------------------------------------------------
 
+    def wanted(self, request: Request) -> Wanted:
+        """The provider-neutral form of ``request`` (UsageError when it names nothing)."""
+        if isinstance(request, Wanted):
+            return request
+        return self.providers.from_options(request)
+
     def identity(
-        self, opts: HelperOptions, kubeconfig: str | Callable[[], str | None] | None = None
+        self, request: Request, kubeconfig: str | Callable[[], str | None] | None = None
     ) -> Entry:
-        """The identity a request names: a stored credential, or an OIDC login.
+        """The identity a request names: a stored credential, or a login (any provider).
 
         ``kubeconfig``: the caller's kubeconfig (KUBECONFIG, or a function finding it), where a
         new identity's name is looked up; asked only for a new identity.
         """
-        if opts.stored:
-            return self.registry.stored(opts.stored)
-        if opts.oidc_issuer_url and opts.oidc_client_id:
-            settings = OIDCSettings.from_options(opts)
-            known = self.registry.get(settings.key)
-            before = known.identity.name if known else None
-            st = self.registry.oidc(
-                settings, opts.name, lambda: self._kubeconfig_name(settings, kubeconfig)
-            )
-            if before is not None and before != st.identity.name:
-                self._renamed(before, st.identity.name)
-            return st
-        raise UsageError(
-            "kubetray-exec was not told which credential to serve",
-            "give --stored NAME, or --oidc-issuer-url and --oidc-client-id, in the exec args or "
-            "in the cluster's client.authentication.k8s.io/exec extension",
+        wanted = self.wanted(request)
+        settings = wanted.settings
+        known = self.registry.get(settings.key)
+        before = known.identity.name if known else None
+        st = self.registry.identity(
+            settings, wanted.name, lambda: self._kubeconfig_name(settings, kubeconfig)
         )
+        if before is not None and before != st.identity.name:
+            self._renamed(before, st.identity.name)
+        return st
 
-    def known_identity(self, opts: HelperOptions) -> Entry | None:
-        """The identity identity(opts) would return if it neither creates nor renames one,
-        else None (nothing done): for a caller that wants an answer at once."""
-        if opts.stored:
-            return self.registry.get(stored_key(opts.stored))
-        if not (opts.oidc_issuer_url and opts.oidc_client_id):
+    def known_identity(self, request: Request) -> Entry | None:
+        """The identity identity(request) would return if it neither creates nor renames
+        one, else None (nothing done): for a caller that wants an answer at once."""
+        try:
+            wanted = self.wanted(request)
+        except UsageError:  # names nothing: the full request says so
             return None
-        st = self.registry.get(OIDCSettings.from_options(opts).key)
-        if st is None or (opts.name and not st.chosen and opts.name != st.identity.name):
+        st = self.registry.get(wanted.settings.key)
+        if st is None or (wanted.name and not st.chosen and wanted.name != st.identity.name):
             return None
         return st
 
     def _kubeconfig_name(
-        self, settings: OIDCSettings, kubeconfig: str | Callable[[], str | None] | None
+        self, settings: Settings, kubeconfig: str | Callable[[], str | None] | None
     ) -> str:
         """The kubeconfig user that runs this identity, else the context (per-cluster config),
         looked up in the caller's kubeconfig, then in the agent's own view."""
@@ -148,36 +155,45 @@ class Broker:
     def get_credential(
         self,
         st: Entry,
-        opts: HelperOptions,
+        request: Request,
         conv: Conversation,
         cluster: str | None = None,
         skip_cache: bool = False,
     ) -> Credential:
-        """The credential of ``st`` (which ``opts`` named): from memory, the store, or a login.
-
-        ``skip_cache``: the client got a 401 with the last one (or ``--force-refresh``).
+        """The credential of ``st`` (which ``request`` named): from memory, the store, or a
+        login. ``skip_cache``: the client got a 401 with the last one (or --force-refresh).
         """
-        skip_cache = skip_cache or opts.force_refresh
-        if st.identity.kind == OIDC:
+        wanted = self.wanted(request)
+        skip_cache = skip_cache or wanted.force_refresh
+        if st.identity.kind == STORED:
             return self._serve(
-                st, cluster, lambda _: self._oidc_credential(st, opts, conv, skip_cache)
+                st, cluster, lambda usage: self._stored_credential(st, usage, skip_cache)
             )
         return self._serve(
-            st, cluster, lambda usage: self._stored_credential(st, usage, skip_cache)
+            st, cluster, lambda _: self._login_credential(st, wanted, conv, skip_cache, cluster)
         )
 
     def cached_credential(
-        self, st: Entry, opts: HelperOptions, cluster: str | None = None, skip_cache: bool = False
+        self, st: Entry, request: Request, cluster: str | None = None, skip_cache: bool = False
     ) -> Credential | None:
         """get_credential, if memory holds the credential (no store read, refresh, login or
         prompt); else None, and nothing is done or counted."""
-        if skip_cache or opts.force_refresh:
+        wanted = self.wanted(request)
+        if skip_cache or wanted.force_refresh:
             return None
-        if st.identity.kind == OIDC:
+        if st.identity.kind != STORED:
             tokens = self.logins.cached(st) if self.logins else None
             if tokens is None:
                 return None
-            return self._serve(st, cluster, lambda _: self._oidc_answer(st, opts, tokens))
+            ready = getattr(self.providers.of(wanted.settings), "ready", None)  # base.Prepares
+            if ready is not None and not ready(wanted.settings, tokens):
+                return None
+            try:
+                return self._serve(
+                    st, cluster, lambda _: self._login_answer(st, wanted, tokens, cluster)
+                )
+            except TokensRefused:
+                return None  # the full path renews them
         with self._lock:
             usage = self._usage.get(st.identity.key)
         stored = usage.credential if usage else None  # read without `usage.read`: never waits
@@ -196,7 +212,7 @@ class Broker:
             with self._lock:
                 usage.last_error = getattr(e, "message", None) or str(e)
                 usage.last_error_at = self._clock()
-            if st.identity.kind != OIDC:
+            if st.identity.kind == STORED:
                 self._forget_unserved()
             raise
         with self._lock:
@@ -225,28 +241,50 @@ class Broker:
                 del self._usage[key]
         self.registry.drop(unserved)
 
-    def _oidc_credential(
-        self, st: Entry, opts: HelperOptions, conv: Conversation, skip_cache: bool
+    def _login_credential(
+        self,
+        st: Entry,
+        wanted: Wanted,
+        conv: Conversation,
+        skip_cache: bool,
+        cluster: str | None,
     ) -> Credential:
         if self.logins is None:
-            raise CredentialError(f"login required for {st.identity.name}", "OIDC is not enabled")
+            raise CredentialError(
+                f"login required for {st.identity.name}", "logins are not enabled"
+            )
         tokens = self.logins.token(
             st,
             conv,
             refresh=skip_cache,
-            may_login=not opts.no_login,
-            settings=OIDCSettings.from_options(opts),
+            may_login=not wanted.no_login,
+            settings=wanted.settings,
         )
-        return self._oidc_answer(st, opts, tokens)
+        try:
+            return self._login_answer(st, wanted, tokens, cluster)
+        except TokensRefused as e:  # refused before their end: renew them, as after a 401
+            log.info("%s: %s; renewing its tokens", st.identity.name, e.message)
+            tokens = self.logins.token(
+                st, conv, refresh=True, may_login=not wanted.no_login, settings=wanted.settings
+            )
+            return self._login_answer(st, wanted, tokens, cluster)
 
-    def _oidc_answer(self, st: Entry, opts: HelperOptions, tokens: TokenSet) -> Credential:
+    def _login_answer(
+        self, st: Entry, wanted: Wanted, tokens: TokenSet, cluster: str | None
+    ) -> Credential:
         assert self.logins is not None
-        token = tokens.access_token if opts.oidc_use_access_token else tokens.id_token
+        settings = wanted.settings
+        given = self.providers.of(settings).token(settings, tokens, cluster)
+        token: str | None
+        if isinstance(given, Token):  # a token with an end of its own (an EKS token)
+            token, expires = given.value, given.expires_at
+        else:
+            token, expires = given, tokens.handed_out_expiry(self._clock(), self.logins.margin)
         if not token:
             raise CredentialError(f"the provider gave {st.identity.name} no token to send")
         return Credential(
             token=token,
-            expires=tokens.handed_out_expiry(self._clock(), self.logins.margin),
+            expires=expires,
             subject=tokens.who(),
             warning=self.logins.warning(st, tokens),
         )
@@ -330,10 +368,10 @@ class Broker:
         for st in self.registry.known():
             seen.add(st.identity.name)
             uses = tuple(u.context for u in contexts.get(st.identity.key, ()))
-            if st.identity.kind == OIDC:
-                out.append(self._oidc_status(st, now, uses))
-            else:
+            if st.identity.kind == STORED:
                 out.append(self._stored_status(st, now, uses, index.get(st.identity.name)))
+            else:
+                out.append(self._login_status(st, now, uses))
         for info in index.values():
             if info.name not in seen:
                 expires = datetime.fromisoformat(info.not_after) if info.not_after else None
@@ -382,8 +420,9 @@ class Broker:
             error=error,
         )
 
-    def _oidc_status(self, st: Entry, now: datetime, contexts: tuple[str, ...]) -> IdentityStatus:
+    def _login_status(self, st: Entry, now: datetime, contexts: tuple[str, ...]) -> IdentityStatus:
         assert st.settings is not None
+        provider = self.providers.of(st.settings)
         margin = self.logins.margin if self.logins else None
         session = (
             self.logins.view(st, now) if self.logins else SessionView(None, False, None, 0, None)
@@ -404,16 +443,17 @@ class Broker:
             state = State.READY if fresh else State.EXPIRING
         else:
             state = State.NEEDS_LOGIN
-        groups = tokens.claims.get("groups") if tokens else None
+        shown = provider.describe(st.settings, tokens)
         return IdentityStatus(
             name=st.identity.name,
-            kind=OIDC,
+            kind=st.identity.kind,
             state=state,
             expires=tokens.expires_at.isoformat() if tokens else None,
-            who=tokens.who() if tokens else None,
-            groups=tuple(str(g) for g in groups) if isinstance(groups, list) else (),
-            issuer=st.settings.issuer,
-            client_id=st.settings.client_id,
+            who=shown.who,
+            groups=shown.groups,
+            issuer=shown.issuer,
+            client_id=shown.client_id,
+            details=shown.details,
             refreshable=bool(tokens and tokens.refresh_token),
             refreshes=session.refreshes,
             refreshed_at=session.refreshed_at.isoformat() if session.refreshed_at else None,
@@ -426,7 +466,7 @@ class Broker:
             or session.blocked
             or session.store_error
             or error,
-            note=no_id_token_note(tokens, st.settings),
+            note=provider.note(st.settings, tokens),
             refresh_error=session.refused or session.refresh_error,
             store_error=session.store_error,
             retry_at=session.retry_at.isoformat() if session.retry_at else None,

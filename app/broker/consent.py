@@ -13,12 +13,14 @@ import time
 from collections.abc import Callable
 from datetime import datetime
 
-from app import jsonfile
+from app import formats, jsonfile
 from app.broker.flight import KEEPALIVE, Conversation
 from app.errors import AppError
 from app.model import Decision, Question, RemoteHost, Standing
 
 ANSWER_TIMEOUT = 60.0
+FORMAT = 1
+"""remote-hosts.json's format (app/formats.py); 0.1.0 wrote it without a number."""
 MAX_HOSTS = 256
 """Hosts remembered as seen this session (a bound on what callers can make the agent keep)."""
 
@@ -49,9 +51,12 @@ class Consent:
     # -- what is kept -------------------------------------------------------------------------
 
     def _saved(self) -> tuple[list[str], list[str]]:
+        """The kept decisions; NewerFormat for a newer kubetray's file (then nobody is served
+        without asking, and the file is never rewritten)."""
         doc = jsonfile.load(self._path)
         if not isinstance(doc, dict):
             return [], []
+        formats.check(doc, self._path, FORMAT)
 
         def hosts(key: str) -> list[str]:
             value = doc.get(key)
@@ -60,7 +65,10 @@ class Consent:
         return hosts("allow"), hosts("deny")
 
     def _save(self, allow: list[str], deny: list[str]) -> None:
-        jsonfile.save(self._path, {"allow": sorted(set(allow)), "deny": sorted(set(deny))})
+        doc = jsonfile.load(self._path)
+        kept = formats.unknown(doc, ("allow", "deny")) if isinstance(doc, dict) else {}
+        hosts = {"allow": sorted(set(allow)), "deny": sorted(set(deny))}
+        jsonfile.save(self._path, formats.stamped({**kept, **hosts}, FORMAT))
 
     def allow(self, host: str) -> None:
         """Serve ``host`` from now on, without asking (kept)."""

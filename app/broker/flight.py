@@ -20,7 +20,7 @@ from app.oidc.errors import LoginError
 from app.oidc.tokens import TokenSet
 
 if TYPE_CHECKING:
-    from app.oidc.settings import OIDCSettings
+    from app.providers.base import Settings
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ class LoginRequired(CredentialError):
 
 
 class Login:
-    """One login in flight: its waiters, its progress, its outcome (the OIDC engine's LoginUI)."""
+    """One login in flight: its waiters, its progress, its outcome (a provider Client's LoginUI)."""
 
     def __init__(self, name: str, browser: Browser) -> None:
         self.name = name
@@ -193,7 +193,7 @@ class Login:
 class _Block:
     until: datetime
     reason: str
-    settings: "OIDCSettings"
+    settings: "Settings"
     """The settings the failed login used: callers that reach the provider otherwise (another
     CA, another listen address) are not blocked by it."""
 
@@ -237,7 +237,7 @@ class Flights:
         return True
 
     def blocked_reason(
-        self, key: str, now: datetime, settings: "OIDCSettings | None" = None
+        self, key: str, now: datetime, settings: "Settings | None" = None
     ) -> str | None:
         """Why a new login for ``key`` would not start now (a recent failure), or None.
 
@@ -270,7 +270,7 @@ class Flights:
     def run(
         self,
         key: str,
-        settings: "OIDCSettings",
+        settings: "Settings",
         login: Login,
         work: Callable[[Login], TokenSet],
         keep: Callable[[TokenSet], None],
@@ -302,6 +302,6 @@ class Flights:
 
         threading.Thread(target=target, name=f"login-{login.name}", daemon=True).start()
 
-    def _block(self, key: str, settings: "OIDCSettings", reason: str) -> None:
+    def _block(self, key: str, settings: "Settings", reason: str) -> None:
         with self._lock:
             self._blocks[key] = _Block(self._clock() + BLOCK_AFTER_FAILURE, reason, settings)

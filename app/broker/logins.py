@@ -1,6 +1,9 @@
-"""OIDC sessions: every identity's tokens, served from memory, refreshed ahead, or from a login.
+"""Login sessions: every identity's tokens, served from memory, refreshed ahead, or from a login.
 
-* Logins owns each OIDC identity's session (tokens, provider clients, refresh figures) under
+Provider-neutral: what a provider does (its grants, its refresh, which token kubectl gets) is
+its Client's and its Provider's (app.providers.base); this module decides when.
+
+* Logins owns each login identity's session (tokens, provider clients, refresh figures) under
   the session's lock, and its login in flight through Flights (app.broker.flight).
 * ``token()``: fresh tokens from memory (no lock); else, under the session's lock, the secret
   store, the token still valid while a refresh runs behind, a refresh it waits for once the
@@ -16,11 +19,12 @@
 * A refresh that fails is tried again after a backoff with jitter (never sooner), and callers
   whose token has expired meanwhile hear why at once; a refresh token the provider refused is
   dropped once, and the identity needs a login (with that reason).
-* A machine identity (client credentials) has no login and no refresh token: its token is
-  fetched again the same way whenever a refresh would be due. No person is involved, so
+* A machine identity (client credentials, say) has no login and no refresh token: its token
+  is fetched again (Client.fetch) whenever a refresh would be due. No person is involved, so
   nothing about it is ever refused for want of one.
 """
 
+import contextlib
 import hashlib
 import logging
 import random
@@ -29,26 +33,27 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Protocol
+from typing import Any, Protocol
 
 from app.broker.flight import KEEPALIVE, Conversation, Flights, Login, LoginRequired, Silent
 from app.broker.refresh import RefreshScheduler
 from app.broker.registry import Entry, Registry
 from app.errors import AppError, RenewalFailed, SecretLost
-from app.model import Identity
-from app.oidc.browser import Browser, remote_grant
-from app.oidc.errors import (
-    LoginError,
+from app.model import OIDC, Identity
+from app.oidc.browser import Browser
+from app.oidc.tokens import MIN_MARGIN, Revocation, TokenSet
+from app.providers import Providers
+from app.providers import default as default_providers
+from app.providers.base import (
+    NOBODY,
+    TERMINAL,
+    Client,
     ProviderUnavailable,
     RefreshFailed,
     RefreshRefused,
+    Settings,
 )
-from app.oidc.settings import OIDCSettings
-from app.oidc.tokens import MIN_MARGIN, Revocation, TokenSet
 from app.store.secret_store import SecretStore
-
-if TYPE_CHECKING:
-    from app.oidc.client import OIDCClient
 
 __all__ = [
     "Conversation",
@@ -79,12 +84,12 @@ MAX_CLIENTS = 8
 
 @dataclass(eq=False)
 class _Session:
-    """One OIDC identity's tokens and provider clients. ``lock`` guards every field (held
+    """One login identity's tokens and provider clients. ``lock`` guards every field (held
     briefly: never while the provider or the store is asked, but for the first store read);
     ``tokens`` is read without it on the hot path."""
 
     lock: threading.Lock = field(default_factory=threading.Lock)
-    clients: "dict[OIDCSettings, OIDCClient]" = field(default_factory=dict)
+    clients: dict[Settings, Client] = field(default_factory=dict)
     """Provider clients by the settings they reach it with (CAs, proxy, listen addresses)."""
     tokens: TokenSet | None = None
     loaded: bool = False
@@ -97,7 +102,7 @@ class _Session:
     refreshing: bool = False
     wanted: bool = False
     """A caller asked for a renewal now (its token is stale, expired or refused by a cluster)."""
-    renew_with: OIDCSettings | None = None
+    renew_with: Settings | None = None
     """How that caller reaches the provider."""
     done: threading.Condition = field(default_factory=threading.Condition)
     attempts: int = 0
@@ -126,7 +131,7 @@ class _Session:
 
 @dataclass(frozen=True)
 class SessionView:
-    """What status shows of an OIDC session, read at one moment."""
+    """What status shows of a login session, read at one moment."""
 
     tokens: TokenSet | None
     logging_in: bool
@@ -157,12 +162,13 @@ class LoginObserver(Protocol):
 
 
 def store_key(identity: Identity) -> str:
-    """Where an identity's tokens live in the secret store."""
-    return _store_key(identity.key)
+    """Where an identity's tokens live in the secret store: ``KIND/`` and a hash of its key
+    (``oidc/...`` for OIDC, as the first rounds wrote them)."""
+    return _store_key(identity.key, identity.kind)
 
 
-def _store_key(key: str) -> str:
-    return "oidc/" + hashlib.sha256(key.encode()).hexdigest()[:32]
+def _store_key(key: str, kind: str = OIDC) -> str:
+    return f"{kind}/" + hashlib.sha256(key.encode()).hexdigest()[:32]
 
 
 def _backoff(failures: int, first: timedelta, most: timedelta) -> timedelta:
@@ -178,7 +184,7 @@ def at(when: datetime) -> str:
 
 
 class Logins:
-    """Every OIDC identity of this agent: its session, its login, its refresh ahead."""
+    """Every login identity of this agent: its session, its login, its refresh ahead."""
 
     def __init__(
         self,
@@ -186,13 +192,16 @@ class Logins:
         registry: Registry,
         clock: Callable[[], datetime],
         browser: Callable[[str | None], Browser] = Browser,
-        client: "Callable[[OIDCSettings, Callable[[], datetime]], OIDCClient] | None" = None,
+        client: Any = None,
+        providers: Providers | None = None,
     ) -> None:
+        """``providers``: the kinds of login (default: the registry's). ``client``: the OIDC
+        engine's client factory for the providers built on it (tests give a fake's)."""
         self._store = store
         self.registry = registry
         self._clock = clock
         self._browser = browser
-        self._client_factory = client
+        self.providers = providers or (default_providers(client) if client else registry.providers)
         self.margin = MIN_MARGIN
         """The least time before expiry at which tokens are refreshed (a setting)."""
         self.observers: list[LoginObserver] = []
@@ -244,20 +253,20 @@ class Logins:
 
     def identity(
         self,
-        settings: OIDCSettings,
+        settings: Settings,
         chosen: str | None = None,
         default: Callable[[], str] | None = None,
     ) -> Entry:
-        """The identity ``settings`` log in as (see Registry.oidc)."""
-        return self.registry.oidc(settings, chosen, default)
+        """The identity ``settings`` log in as (see Registry.login)."""
+        return self.registry.login(settings, chosen, default)
 
     def find(self, name: str) -> Entry | None:
-        """An OIDC identity by its name, from this run or from the index."""
+        """A login identity by its name, from this run or from the index."""
         st = self.registry.find(name)
         return st if st is not None and st.settings is not None else None
 
     def known(self) -> list[Entry]:
-        """OIDC identities of this run plus those remembered from earlier ones."""
+        """Login identities of this run plus those remembered from earlier ones."""
         return [st for st in self.registry.known() if st.settings is not None]
 
     def load_known(self) -> None:
@@ -277,19 +286,14 @@ class Logins:
                 session = self._sessions.setdefault(st.identity.key, _Session())
         return session
 
-    def client(self, st: Entry, settings: OIDCSettings | None = None) -> "OIDCClient":
+    def client(self, st: Entry, settings: Settings | None = None) -> Client:
         """The provider client for ``settings`` (default: the identity's), made on first use."""
         settings = settings or st.settings
         assert settings is not None
         clients = self._session(st).clients
         client = clients.get(settings)
         if client is None:
-            if self._client_factory is not None:
-                client = self._client_factory(settings, self._clock)
-            else:
-                from app.oidc.client import OIDCClient  # requests + authlib: only once used
-
-                client = OIDCClient(settings, self._clock)
+            client = self.providers.of(settings).client(settings, self._clock)
             if len(clients) >= MAX_CLIENTS:
                 clients.pop(next(iter(clients)))
             clients[settings] = client
@@ -346,23 +350,50 @@ class Logins:
         """End every login in flight; its callers hear ``reason`` (see Flights.abort_all)."""
         return self._flights.abort_all(reason)
 
+    def hold(self, timeout: float) -> Callable[[], None] | None:
+        """Hold every identity still for the process to be replaced: none refreshing (its
+        answer holds the rotated refresh token), none with tokens the store lacks, none being
+        saved, and none can start to, until released. Returns the release, or None (nothing
+        held) when an identity is not still within ``timeout`` seconds (a keyring that refuses
+        the newest tokens keeps it so: they are in memory only)."""
+        deadline = time.monotonic() + timeout
+        held: list[threading.Lock] = []
+
+        def release() -> None:
+            for lock in reversed(held):
+                lock.release()
+
+        with self._lock:
+            sessions = list(self._sessions.values())
+        for session in sessions:
+            for lock in (session.saving, session.lock):  # _save_pending's order
+                if not lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+                    release()
+                    return None
+                held.append(lock)
+            if session.refreshing or session.unsaved:
+                release()
+                return None
+        return release
+
     # -- tokens -----------------------------------------------------------------------------
 
     def _load(self, st: Entry, session: _Session) -> None:
         if session.loaded:
             return
         try:
-            data = self._store.get(_store_key(st.identity.key))
+            data = self._store.get(store_key(st.identity))
         except SecretLost as e:  # tokens can always be had again: a login, not a dead end
             log.warning("dropping unreadable tokens of %s: %s", st.identity.name, e.message)
-            self._store.delete(_store_key(st.identity.key))
+            self._store.delete(store_key(st.identity))
             data = None
         if data is None and st.legacy_key:  # written by an earlier kubetray under another key
             data = self._store.get(_store_key(st.legacy_key))
             if data is not None:
-                self._store.set(_store_key(st.identity.key), data)
+                self._store.set(store_key(st.identity), data)
                 self._store.delete(_store_key(st.legacy_key))
-        session.tokens = TokenSet.from_bytes(data) if data else None
+        what = f"the tokens of {st.identity.name}"
+        session.tokens = TokenSet.from_bytes(data, what) if data else None
         session.loaded = True
         self._schedule(st, session)
 
@@ -377,7 +408,7 @@ class Logins:
     def _save_pending(self, st: Entry, session: _Session) -> None:
         """Write the newest tokens of ``st`` to the store if it lacks them; a store that fails
         is tried again with backoff (the tokens stay in memory meanwhile) and said in status."""
-        key = _store_key(st.identity.key)
+        key = store_key(st.identity)
         with session.saving:
             with session.lock:
                 if not session.unsaved:
@@ -411,17 +442,10 @@ class Logins:
                 session.store_error, session.save_failures, session.save_at = None, 0, None
                 self._schedule(st, session)
 
-    def _fetch_machine(self, st: Entry, session: _Session, settings: OIDCSettings) -> TokenSet:
+    def _fetch_machine(self, st: Entry, session: _Session, settings: Settings) -> TokenSet:
         """A machine identity's new token (caller holds the session's lock and saves after)."""
-        if not settings.client_secret:  # remembered settings carry no secret
-            raise LoginError(
-                f"{st.identity.name} needs its client secret, which kubetray does not keep",
-                "run kubectl with the kubeconfig that names it, or: kubetray login -- "
-                "--oidc-issuer-url=... --oidc-client-id=... --oidc-client-secret=... "
-                "--grant-type=client-credentials",
-            )
         renewed = session.tokens is not None
-        fresh = self.client(st, settings).client_credentials()
+        fresh = self.client(st, settings).fetch()
         session.generation += 1
         self._fresh(session)
         self._keep(st, session, fresh)
@@ -463,7 +487,7 @@ class Logins:
         relogin: bool = False,
         may_login: bool = True,
         auth_params: dict[str, str] | None = None,
-        settings: OIDCSettings | None = None,
+        settings: Settings | None = None,
     ) -> TokenSet:
         """Valid tokens for ``st``: cached, refreshed, or from a login all callers share.
 
@@ -525,15 +549,15 @@ class Logins:
 
     # -- renewal (refresh, or a machine's new token) ----------------------------------------
 
-    def _renews(self, session: _Session, tokens: TokenSet, settings: OIDCSettings) -> bool:
+    def _renews(self, session: _Session, tokens: TokenSet, settings: Settings) -> bool:
         """Whether ``tokens`` can be renewed with nobody there: a machine identity whose secret
         this caller gives, or a refresh token the provider has not refused."""
         if settings.machine:
-            return bool(settings.client_secret)
-        return session.refused is None and _renewable(tokens, settings)
+            return settings.can_fetch
+        return session.refused is None and self.providers.of(settings).renewable(settings, tokens)
 
     def _renew(
-        self, st: Entry, session: _Session, settings: OIDCSettings, now: datetime, wait: bool
+        self, st: Entry, session: _Session, settings: Settings, now: datetime, wait: bool
     ) -> int:
         """Have the tokens of ``st`` renewed now (caller holds the session's lock): joins the
         renewal in flight, else starts one, unless a failure's backoff runs, which a caller
@@ -547,7 +571,7 @@ class Logins:
         session.wanted = True
         session.renew_with = settings
         if self._scheduler.running:
-            self._scheduler.schedule(st.identity.key, now, settings.issuer)
+            self._scheduler.schedule(st.identity.key, now, settings.group)
         else:  # a core nobody started (tests, one-shot commands): a thread of its own
             key = st.identity.key
             threading.Thread(target=self._renew_job, args=(key,), daemon=True).start()
@@ -609,7 +633,7 @@ class Logins:
             problem,
         )
 
-    def _adopt(self, st: Entry, settings: OIDCSettings) -> None:
+    def _adopt(self, st: Entry, settings: Settings) -> None:
         """Remember the settings that worked; a full disk costs that memory, not the tokens."""
         try:
             self.registry.adopt(st, settings)
@@ -621,20 +645,23 @@ class Logins:
         session.problem, session.failures, session.retry_at = None, 0, None
         session.refused, session.unsure = None, None
 
+    def account_choice(self, st: Entry) -> dict[str, str]:
+        """What a login of ``st`` adds to let the person pick another account ({}: the
+        provider offers no choice); AppError when the provider cannot be asked."""
+        return self.client(st).account_choice()
+
     def switch_account(self, st: Entry, conv: Conversation) -> TokenSet:
-        """Log in again, with ``prompt=select_account`` where the provider offers it."""
-        params = {}
-        try:
-            if "select_account" in self.client(st).metadata().prompt_values_supported:
-                params["prompt"] = "select_account"
-        except AppError:
-            pass  # the login reports the unreachable provider itself
+        """Log in again, letting the person pick another account where the provider can
+        (``prompt=select_account`` for OIDC)."""
+        params: dict[str, str] = {}
+        with contextlib.suppress(AppError):  # the login reports an unreachable provider
+            params = self.account_choice(st)
         return self.token(st, conv, explicit=True, relogin=True, auth_params=params)
 
     def _start_login(
         self,
         st: Entry,
-        settings: OIDCSettings,
+        settings: Settings,
         conv: Conversation,
         now: datetime,
         explicit: bool,
@@ -690,29 +717,13 @@ class Logins:
         )
         return login
 
-    def _interactive_login(self, st: Entry, settings: OIDCSettings, login: Login) -> TokenSet:
+    def _interactive_login(self, st: Entry, settings: Settings, login: Login) -> TokenSet:
         client = self.client(st, settings)
-        grant = settings.grant_type
         if self.notice:
             login.show(self.notice)
             self.notice = None
-        login.show(f"Logging in to {st.identity.name} ({settings.issuer})…")
-        if grant == "password":
-            return client.password(login)
-        if grant == "authcode-keyboard":
-            return client.authorization_code(login, keyboard=True)
-        if grant == "device-code":
-            return client.device_code(login)
-        if grant == "auto" and not login.browser_available:
-            device = bool(client.metadata().device_authorization_endpoint)
-            remote = remote_grant(device)
-            if remote is not None:
-                login.show(remote[1])
-                if remote[0] == "authcode-keyboard":
-                    return client.authorization_code(login, keyboard=True)
-            if device:
-                return client.device_code(login)
-        return client.authorization_code(login)
+        login.show(f"Logging in to {st.identity.name} ({settings.where})…")
+        return client.login(login, self._session(st).tokens)
 
     def cancel(self, name: str) -> bool:
         """Cancel the login in flight for ``name``."""
@@ -744,7 +755,7 @@ class Logins:
             self._fresh(session)
             self._keep(st, session, None)
             self._flights.unblock(st.identity.key)
-        self._store.delete(_store_key(st.identity.key))  # a failure is the caller's to hear
+        self._store.delete(store_key(st.identity))  # a failure is the caller's to hear
         with session.lock:
             if session.tokens is None:
                 session.unsaved = False
@@ -775,7 +786,7 @@ class Logins:
         if tokens is not None and settings is not None and self._renews(session, tokens, settings):
             times.append(session.retry_at or self._due(session, tokens))
         if times:
-            group = settings.issuer if settings else ""
+            group = settings.group if settings else ""
             self._scheduler.schedule(st.identity.key, min(times), group)
         else:
             self._scheduler.cancel(st.identity.key)
@@ -818,9 +829,9 @@ class Logins:
         error: AppError | None = None
         try:
             if settings.machine:
-                fresh = self.client(st, settings).client_credentials()
+                fresh = self.client(st, settings).fetch()
             else:
-                fresh = self.client(st, settings).refresh(tokens)
+                fresh = self.client(st, settings).renew(tokens)
         except AppError as e:
             error = e
         except Exception as e:  # whatever it was, callers hear of it and it is tried again
@@ -906,41 +917,17 @@ def _spread(tokens: TokenSet, floor: timedelta) -> timedelta:
     return max(timedelta(0), min(margin / 2, (tokens.lifetime - margin * 1.5) / 2))
 
 
-def _renewable(tokens: TokenSet, settings: OIDCSettings) -> bool:
-    """Whether the agent can renew these tokens ahead of time, with nobody there: a machine
-    identity whose secret it has, or a refresh token that brings what kubectl is given."""
-    if settings.machine:
-        return bool(settings.client_secret)
-    return bool(tokens.refresh_token) and _refresh_helps(tokens, settings)
-
-
-def _refresh_helps(tokens: TokenSet, settings: OIDCSettings) -> bool:
-    """Whether a refresh can renew what kubectl is given: not the id_token of a provider that
-    sends none on refresh (then only a login or --oidc-use-access-token does)."""
-    return settings.use_access_token or not tokens.no_id_token_on_refresh
-
-
-def no_id_token_note(tokens: TokenSet | None, settings: OIDCSettings | None) -> str | None:
-    """What to tell the user about a provider that sends no id_token on refresh, or None."""
-    if tokens is None or settings is None or _refresh_helps(tokens, settings):
-        return None
-    return (
-        "the provider sends no id_token on refresh, so each id_token lifetime needs a login; "
-        "add --oidc-use-access-token if the API server accepts the provider's access tokens"
-    )
-
-
 def _check_reachable(
-    name: str, settings: OIDCSettings, conv: Conversation, browser: Browser, why: str | None
+    name: str, settings: Settings, conv: Conversation, browser: Browser, why: str | None
 ) -> None:
     """Start a login only if it can finish: never one that nobody can see or answer.
     ``why``: the reason a login is needed (a refused refresh), said first."""
-    grant = settings.grant_type
-    if grant == "password" and settings.username and settings.password:
-        return  # needs nobody
+    needs = settings.login_needs
+    if needs == NOBODY:
+        return
     remedy = f'run "kubetray login {name}" in a terminal'
     needed = f"login required for {name}" + (f": {why}" if why else "")
-    if grant in ("password", "authcode-keyboard"):
+    if needs == TERMINAL:
         if not conv.interactive:
             raise LoginRequired(needed, f"its login needs an answer typed in a terminal; {remedy}")
     elif not (conv.interactive or conv.visible or browser.available()):

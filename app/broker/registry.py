@@ -1,6 +1,7 @@
 """Every identity the agent knows, one state each, and the index that outlives the agent.
 
-The index (``identities.json``, no secrets) remembers each OIDC identity's name and settings,
+The index (``identities.json``, no secrets) remembers each login identity's name and settings
+(whatever its provider: ``Settings.to_index``),
 so ``kubetray login NAME`` works after a restart and the tray lists identities before their
 first use. Names are unique. A name a person chose (``--name``) replaces a name kubetray
 made up, once; after that the identity keeps it, so two kubeconfigs that name one login
@@ -9,15 +10,20 @@ differently do not rename it back and forth (``kubetray forget NAME`` starts it 
 
 import threading
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
+from app import formats, jsonfile
 from app import identity as idmod
-from app import jsonfile
 from app.model import OIDC, STORED, Identity
-from app.oidc.settings import OIDCSettings
+from app.providers import Providers, default
+from app.providers.base import Settings
 
 INDEX_VERSION = 2
+"""identities.json's format (app/formats.py): 1 was the first round's {name: entry} map. An
+entry is ``{"name", "chosen", "settings"}`` for an OIDC identity (as the first rounds wrote
+it), ``{"name", "chosen", "kind", "config"}`` for another provider's: a kubetray that knows no
+such kind finds no ``settings`` in it, keeps it as it is and writes it back."""
 
 
 @dataclass(eq=False)
@@ -31,25 +37,38 @@ class Entry:
     """
 
     identity: Identity
-    settings: OIDCSettings | None = None
-    """The settings of its last successful login or refresh (OIDC identities only): what
-    refresh-ahead and ``kubetray login NAME`` use. Callers bring their own (see Logins)."""
+    settings: Settings | None = None
+    """The settings of its last successful login or refresh (login identities; None for a
+    stored credential): what refresh-ahead and ``kubetray login NAME`` use. Callers bring
+    their own (see Logins)."""
     legacy_key: str | None = None
     """The key an earlier kubetray stored this identity's tokens under (moved on first read)."""
     chosen: bool = False
     """Its name was given with ``--name``: no later ``--name`` renames it."""
+    kept: dict[str, Any] | None = None
+    """What a newer kubetray wrote in its index entry (``settings`` included) that this one
+    does not know: written back as it was."""
 
 
 class Registry:
-    """Identities by key, with their unique names; persisted for OIDC identities."""
+    """Identities by key, with their unique names; persisted for login identities."""
 
-    def __init__(self, index_path: str, reserved: Callable[[], Iterable[str]] = tuple) -> None:
-        """``reserved`` lists names taken outside the registry (stored credentials)."""
+    def __init__(
+        self,
+        index_path: str,
+        reserved: Callable[[], Iterable[str]] = tuple,
+        providers: Providers | None = None,
+    ) -> None:
+        """``reserved`` lists names taken outside the registry (stored credentials);
+        ``providers`` read the index's settings (default: every provider of this kubetray)."""
+        self.providers = providers or default()
         self._index_path = index_path
         self._reserved = reserved
         self._lock = threading.Lock()
         self._states: dict[str, Entry] = {}
         self._loaded_index = False
+        self._kept: dict[str, Any] = {}
+        """The index's own fields and entries this version cannot read, written back as read."""
 
     # -- lookups --------------------------------------------------------------------------
 
@@ -81,17 +100,29 @@ class Registry:
                 st = self._states[key] = Entry(Identity(key, name, STORED))
             return st
 
-    def oidc(
+    def identity(
         self,
-        settings: OIDCSettings,
+        settings: Settings,
         chosen: str | None = None,
         default: Callable[[], str] | None = None,
     ) -> Entry:
-        """The OIDC identity ``settings`` name, created on first sight and remembered.
+        """The identity ``settings`` name: a stored credential's, or a login's (see login)."""
+        if settings.kind == STORED:
+            return self.stored(settings.fallback_name)
+        return self.login(settings, chosen, default)
+
+    def login(
+        self,
+        settings: Settings,
+        chosen: str | None = None,
+        default: Callable[[], str] | None = None,
+    ) -> Entry:
+        """The login identity ``settings`` name, created on first sight and remembered.
 
         ``chosen``: a name a person gave (``--name``): it names a new identity, and renames an
         existing one only if that one's name was made up (see the module). Otherwise a new
-        identity is named ``default()`` (the kubeconfig user), else ``user@issuer-host``.
+        identity is named ``default()`` (the kubeconfig user, for settings named by it), else
+        ``settings.fallback_name`` (``user@issuer-host``, the account).
         """
         self._load_index()
         key = settings.key
@@ -99,18 +130,22 @@ class Registry:
             st = self._states.get(key)
             if st is not None and (not chosen or st.chosen or chosen == st.identity.name):
                 return st
-            wanted = chosen or (default() if default else None) or settings.fallback_name
+            by_user = default() if default and settings.named_by_kubeconfig else None
+            wanted = chosen or by_user or settings.fallback_name
             taken = self._taken(except_key=key)
             name = idmod.unique_name(wanted, taken)
             if st is None:
-                st = self._states[key] = Entry(Identity(key, name, OIDC), settings)
+                st = self._states[key] = Entry(Identity(key, name, settings.kind), settings)
             else:
-                st.identity = Identity(key, name, OIDC)
+                st.identity = Identity(key, name, settings.kind)
             st.chosen = bool(chosen)
             self._save_index()
             return st
 
-    def adopt(self, st: Entry, settings: OIDCSettings) -> None:
+    oidc = login
+    """The name the first rounds gave ``login`` (OIDC was the only login)."""
+
+    def adopt(self, st: Entry, settings: Settings) -> None:
         """Remember ``settings`` as the ones that worked for ``st`` (index written on change)."""
         with self._lock:
             if st.settings != settings:
@@ -140,9 +175,13 @@ class Registry:
     # -- the index ------------------------------------------------------------------------
 
     def _load_index(self) -> None:
+        """Read the index once. A newer format raises NewerFormat (every call that needs the
+        index says so) and nothing is ever written over it."""
         if self._loaded_index:
             return
         doc = jsonfile.load(self._index_path)
+        if isinstance(doc, dict) and formats.FIELD in doc:
+            formats.check(doc, self._index_path, INDEX_VERSION)
         entries = _entries(doc)
         reserved = self._reserved()
         with self._lock:
@@ -152,50 +191,97 @@ class Registry:
             # Names taken so far, kept up to date: the stored names read once, not once per
             # entry (a large index made the first status quadratic, issue 33).
             taken = {st.identity.name for st in self._states.values()} | set(reserved)
-            for name, raw, raw_key, chosen in entries:
+            if isinstance(doc, dict) and doc.get(formats.FIELD) == INDEX_VERSION:
+                read = {raw_key for _, _, _, raw_key, _ in entries}  # once, not once per entry
+                self._kept = {
+                    "top": formats.unknown(doc, ("identities",)),
+                    "entries": {
+                        k: r for k, r in (doc.get("identities") or {}).items() if k not in read
+                    },
+                }
+            for name, kind, raw, raw_key, chosen in entries:
                 try:
-                    settings = OIDCSettings.from_dict(raw)
-                except (TypeError, ValueError):
-                    continue  # written by a newer kubetray, or damaged: skip, keep the rest
-                key = settings.key
-                if key in self._states:
+                    settings = self.providers.by_kind(kind).from_index(raw)
+                except (KeyError, TypeError, ValueError):  # a kind this kubetray lacks, or
+                    # damaged: kept as it was, not served
+                    self._kept.setdefault("entries", {})[raw_key] = _raw_entry(doc, raw_key)
                     continue
-                identity = Identity(key, idmod.unique_name(name, taken), OIDC)
+                key = settings.key
+                if key in self._states or settings.kind != kind:
+                    continue
+                identity = Identity(key, idmod.unique_name(name, taken), kind)
                 taken.add(identity.name)
                 legacy = raw_key if raw_key != key else None
-                self._states[key] = Entry(identity, settings, legacy_key=legacy, chosen=chosen)
+                kept = _unknown_of_entry(doc, raw_key, raw, settings)
+                self._states[key] = Entry(identity, settings, legacy, chosen, kept or None)
 
     def _save_index(self) -> None:
-        """Write the OIDC identities' names and non-secret settings (caller holds the lock)."""
-        out: dict[str, Any] = {}
+        """Write the login identities' names and non-secret settings (caller holds the lock)."""
+        out: dict[str, Any] = {
+            k: v for k, v in (self._kept.get("entries") or {}).items() if v is not None
+        }
         for st in self._states.values():
             if st.settings is None:
                 continue
-            settings = asdict(st.settings)
-            settings.pop("client_secret")
-            settings.pop("password")
-            settings.pop("request_headers")  # their values may be keys too
-            out[st.identity.key] = {
-                "name": st.identity.name,
-                "settings": settings,
-                "chosen": st.chosen,
-            }
-        jsonfile.save(self._index_path, {"version": INDEX_VERSION, "identities": out})
+            kept = dict(st.kept or {})
+            section = _section(st.settings.kind)
+            settings = {**kept.pop(section, {}), **st.settings.to_index()}
+            entry: dict[str, Any] = {**kept, "name": st.identity.name}
+            if st.settings.kind != OIDC:
+                entry["kind"] = st.settings.kind
+            entry[section] = settings
+            entry["chosen"] = st.chosen
+            out[st.identity.key] = entry
+        doc = {**(self._kept.get("top") or {}), "identities": out}
+        jsonfile.save(self._index_path, formats.stamped(doc, INDEX_VERSION))
 
 
-def _entries(doc: object) -> list[tuple[str, dict[str, Any], str, bool]]:
-    """(name, settings, key as written, name chosen) of an index: this version's, or the first
-    round's (whose names count as made up: a ``--name`` may still replace them once)."""
+def _section(kind: str) -> str:
+    """Where an entry holds its settings: ``settings`` (OIDC, as ever) or ``config``."""
+    return "settings" if kind == OIDC else "config"
+
+
+def _raw_entry(doc: object, key: str) -> Any:
+    if isinstance(doc, dict) and doc.get(formats.FIELD) == INDEX_VERSION:
+        return (doc.get("identities") or {}).get(key)
+    return None
+
+
+def _unknown_of_entry(
+    doc: object, key: str, raw: dict[str, Any], settings: Settings
+) -> dict[str, Any]:
+    """The fields of an index entry (and of its settings) this version does not know: what
+    ``to_index`` does not write."""
+    entry = _raw_entry(doc, key)
+    if not isinstance(entry, dict):
+        return {}
+    section = _section(settings.kind)
+    out = {k: v for k, v in entry.items() if k not in ("name", "kind", section, "chosen")}
+    known = set(settings.to_index()) | set(getattr(settings, "SECRETS", ()))
+    extra_settings = {k: v for k, v in raw.items() if k not in known}
+    if extra_settings:
+        out[section] = extra_settings
+    return out
+
+
+def _entries(doc: object) -> list[tuple[str, str, dict[str, Any], str, bool]]:
+    """(name, kind, settings, key as written, name chosen) of an index: this version's, or
+    the first round's (whose names count as made up: a ``--name`` may still replace them)."""
     if not isinstance(doc, dict):
         return []
     if doc.get("version") == INDEX_VERSION and isinstance(doc.get("identities"), dict):
-        return [
-            (str(r["name"]), r["settings"], str(key), r.get("chosen") is True)
-            for key, r in doc["identities"].items()
-            if isinstance(r, dict) and isinstance(r.get("settings"), dict) and r.get("name")
-        ]
+        out = []
+        for key, r in doc["identities"].items():
+            if not isinstance(r, dict) or not r.get("name"):
+                continue
+            kind, raw = OIDC, r.get("settings")
+            if "settings" not in r:
+                kind, raw = str(r.get("kind")), r.get("config")
+            if isinstance(raw, dict):
+                out.append((str(r["name"]), kind, raw, str(key), r.get("chosen") is True))
+        return out
     return [  # {name: {key, settings}}: the key is recomputed in today's normal form
-        (str(name), r["settings"], str(r.get("key")), False)
+        (str(name), OIDC, r["settings"], str(r.get("key")), False)
         for name, r in doc.items()
         if isinstance(r, dict) and isinstance(r.get("settings"), dict)
     ]

@@ -18,9 +18,10 @@ import json
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
 
-from app import jsonfile
+from app import formats, jsonfile
 from app.errors import AppError
 from app.kubeconfig import files
 from app.kubeconfig.files import KubeconfigFile
@@ -28,6 +29,8 @@ from app.kubeconfig.secrets import has_secrets
 from app.store.secret_store import SecretStore
 
 KEEP = 5
+FORMAT = 1
+"""The journal's format (app/formats.py). 0.1.0 read its rows strictly: they keep its fields."""
 ON_DISK = "file"
 IN_STORE = "keyring"
 IN_STORE_SHARED = "keyring-shared"
@@ -49,6 +52,12 @@ class Backup:
     """``file``, ``keyring`` or ``keyring-shared``."""
     ref: str
     """The backup file's path, or the secret store key."""
+    extra: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    """Fields of a newer kubetray, kept as they were."""
+
+    def to_dict(self) -> dict[str, Any]:
+        doc = asdict(self)
+        return {**doc.pop("extra"), **doc}
 
     @property
     def in_store(self) -> bool:
@@ -72,12 +81,17 @@ class Backups:
     def entries(self, file: str | None = None) -> list[Backup]:
         """Oldest first; only those of ``file`` when given."""
         doc = jsonfile.load(self._journal)
+        if isinstance(doc, dict):
+            formats.check(doc, self._journal, FORMAT)
         rows = doc.get("backups") if isinstance(doc, dict) else None
-        out = [Backup(**row) for row in rows or [] if isinstance(row, dict)]
+        out = [b for row in rows or [] if (b := _backup(row)) is not None]
         return [b for b in out if file is None or b.file == file]
 
     def _write_journal(self, backups: list[Backup]) -> None:
-        jsonfile.save(self._journal, {"version": 1, "backups": [asdict(b) for b in backups]})
+        doc = jsonfile.load(self._journal)
+        kept = formats.unknown(doc, ("backups",)) if isinstance(doc, dict) else {}
+        rows = {"backups": [b.to_dict() for b in backups]}
+        jsonfile.save(self._journal, formats.stamped({**kept, **rows}, FORMAT))
 
     def save(self, f: KubeconfigFile, operation: str) -> Backup:
         """Back up ``f`` as it was read (its text must exist) before it is replaced."""
@@ -87,6 +101,7 @@ class Backups:
         """Back up each of ``fs`` as read (their texts must exist), before any is replaced:
         one backup each, in order; those with secrets in one store item when there are several,
         and the journal written once."""
+        earlier = self.entries()  # a newer kubetray's journal: refused before anything is written
         stamp = time.strftime("%Y%m%d-%H%M%S") + f"-{time.time_ns() % 1_000_000_000:09d}"
         now = _iso_now()
         secret = {i for i, f in enumerate(fs) if has_secrets(f.data)}
@@ -109,7 +124,7 @@ class Backups:
                 files.write_atomic(path, f.text.encode("utf-8"), 0o600)
                 backup = Backup(ident, f.real, now, operation, ON_DISK, path)
             taken.append(backup)
-        every = [*self.entries(), *taken]
+        every = [*earlier, *taken]
         by_file: dict[str, list[Backup]] = {}
         for b in every:
             by_file.setdefault(b.file, []).append(b)
@@ -153,6 +168,16 @@ class Backups:
                 return f.read()
         except FileNotFoundError:
             raise AppError(f"backup {backup.id} of {backup.file} no longer exists") from None
+
+
+def _backup(row: object) -> Backup | None:
+    """A journal row; None for one that lacks what a backup needs (damaged)."""
+    if not isinstance(row, dict):
+        return None
+    names = [f.name for f in fields(Backup) if f.name != "extra"]
+    if not all(isinstance(row.get(n), str) for n in names):
+        return None
+    return Backup(**{n: row[n] for n in names}, extra=formats.unknown(row, names))
 
 
 def _backup_files(real: str, listings: dict[str, list[str]]) -> list[str]:

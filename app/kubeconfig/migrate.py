@@ -1,23 +1,30 @@
-"""``kubetray import``: users that run int128/kubelogin switch to kubetray-exec, same flags.
+"""``kubetray import``: users that run a tool kubetray replaces switch to kubetray-exec.
 
-Recognised: ``kubectl oidc-login get-token ...``, ``kubelogin get-token ...`` and
-``kubectl-oidc_login get-token ...`` with an ``--oidc-issuer-url`` (Azure's kubelogin also has
-a ``get-token`` but no such flag, and is left alone, as are every other exec plugin and
-auth-provider). Only ``command`` and ``args`` change, plus an ``installHint``; ``apiVersion``,
-``env``, ``interactiveMode`` and ``provideClusterInfo`` are kept.
+Each provider recognises its own tool's exec entries and converts their arguments, keeping
+every flag's meaning (Provider.convert): int128/kubelogin's ``get-token`` (``kubectl
+oidc-login get-token ...``, ``kubelogin get-token ...``, ``kubectl-oidc_login get-token ...``
+with an ``--oidc-issuer-url``), and the cloud tools of the providers this kubetray has. Other
+exec plugins and auth-providers are left alone, but for an auth-provider that kubectl 1.26+
+cannot run and a provider converts (Azure's ``azure``): it becomes an exec entry. Only
+``command`` and ``args`` change (and ``env`` where a provider says), plus an ``installHint``;
+``apiVersion``, ``interactiveMode`` and ``provideClusterInfo`` are kept.
 """
 
 import copy
-import os
 from dataclasses import dataclass
-from typing import Any
 
 from app.kubeconfig.edit import Edit, replace_user
 from app.kubeconfig.records import UserChange
 from app.kubeconfig.setup import INSTALL_HINT
 from app.kubeconfig.view import View
-from exec_helper import options
+from app.providers import Providers, default
+from app.providers.oidc import kubelogin_flags
 from exec_helper.options import OptionsError
+
+__all__ = ["Skipped", "kubelogin_flags", "plan"]
+
+EXEC_API_VERSION = "client.authentication.k8s.io/v1beta1"
+"""What an auth-provider user becomes (what kubelogin convert-kubeconfig writes)."""
 
 
 @dataclass(frozen=True)
@@ -29,46 +36,46 @@ class Skipped:
     reason: str
 
 
-def kubelogin_flags(exec_: Any) -> list[str] | None:
-    """The get-token flags of an int128/kubelogin exec entry; None for anything else."""
-    if not isinstance(exec_, dict) or not isinstance(exec_.get("command"), str):
-        return None
-    args = exec_.get("args") or []
-    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
-        return None
-    program = os.path.basename(exec_["command"].replace("\\", "/")).lower()
-    program = program.removesuffix(".exe")
-    if program == "kubectl" and args[:2] == ["oidc-login", "get-token"]:
-        flags = args[2:]
-    elif program in ("kubelogin", "kubectl-oidc_login") and args[:1] == ["get-token"]:
-        flags = args[1:]
-    else:
-        return None
-    named = any(a == "--oidc-issuer-url" or a.startswith("--oidc-issuer-url=") for a in flags)
-    return flags if named else None
-
-
-def plan(view: View, helper: str) -> tuple[Edit, list[UserChange], list[Skipped]]:
-    """Rewrite every kubelogin user of every file (shadowed entries too)."""
+def plan(
+    view: View, helper: str, providers: Providers | None = None
+) -> tuple[Edit, list[UserChange], list[Skipped]]:
+    """Rewrite every user of every file (shadowed entries too) that runs a tool a provider
+    replaces."""
+    providers = providers or default()
     edit = Edit()
     changes: list[UserChange] = []
     skipped: list[Skipped] = []
     for f, entry in view.every("users"):
         body = entry.get("user")
-        flags = kubelogin_flags(body.get("exec") if isinstance(body, dict) else None)
-        if flags is None or not isinstance(body, dict):
+        if not isinstance(body, dict):
             continue
+        exec_ = body.get("exec")
+        legacy = body.get("auth-provider")
+        if not isinstance(exec_, dict):
+            if not isinstance(legacy, dict):
+                continue
+            # An auth-provider kubectl >= 1.26 cannot run (azure, gcp): a provider that
+            # converts it says so (Provider.convert gets {"auth-provider": ...}).
+            exec_ = {"auth-provider": legacy}
         name = str(entry.get("name"))
         try:
-            options.parse_args(flags)
+            found = providers.convert(exec_, name)
         except OptionsError as e:
             skipped.append(Skipped(f.path, name, str(e)))
             continue
+        if found is None:
+            continue
+        converted = found[1]
         after = copy.deepcopy(body)
-        named = any(a == "--name" or a.startswith("--name=") for a in flags)
-        # The identity's name in the args: it must not depend on which client calls first.
-        args = ["get-token", *flags, *([] if named else [f"--name={name}"])]
-        after["exec"].update(command=helper, args=args, installHint=INSTALL_HINT)
+        if "auth-provider" in exec_:
+            del after["auth-provider"]
+            after["exec"] = {"apiVersion": EXEC_API_VERSION, "provideClusterInfo": False}
+        after["exec"].update(command=helper, args=list(converted.args), installHint=INSTALL_HINT)
+        if converted.env is not None:
+            if converted.env:
+                after["exec"]["env"] = [dict(e) for e in converted.env]
+            else:
+                after["exec"].pop("env", None)
         changes.append(UserChange(f.path, name, copy.deepcopy(body), after))
     for change in changes:
         edit.add(change.file, replace_user(change.user, change.before, change.after))

@@ -7,15 +7,20 @@ then is reported and left alone.
 """
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from app import formats
+from app.errors import StoreError
 from app.kubeconfig.edit import Edit, replace_user
 from app.kubeconfig.view import View
 from app.store.secret_store import SecretStore
 
 IMPORTS = "kubeconfig/imports"
 SECURED = "kubeconfig/secured"
+FORMAT = 1
+"""The records' format (app/formats.py): 0.1.0's list of batches, read strictly by it, so kept
+as it is; a later format would be an object naming its number."""
 
 
 @dataclass(frozen=True)
@@ -28,6 +33,19 @@ class UserChange:
     after: dict[str, Any]
     stored: str | None = None
     """The stored credential ``secure`` made for it."""
+    extra: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    """Fields of a newer kubetray, kept as they were."""
+
+    def to_dict(self) -> dict[str, Any]:
+        doc = asdict(self)
+        return {**doc.pop("extra"), **doc}
+
+    @classmethod
+    def from_dict(cls, doc: object) -> "UserChange":
+        names = [f.name for f in fields(cls) if f.name != "extra"]
+        if not isinstance(doc, dict) or not all(n in doc for n in names[:4]):
+            raise StoreError("kubetray's record of kubeconfig changes is damaged")
+        return cls(**{n: doc[n] for n in names if n in doc}, extra=formats.unknown(doc, names))
 
 
 class Records:
@@ -38,16 +56,26 @@ class Records:
         self._key = key
 
     def batches(self) -> list[list[UserChange]]:
+        """The batches, oldest first; NewerFormat for a newer kubetray's records."""
         raw = self._store.get(self._key)
-        rows = json.loads(raw) if raw else []
-        return [[UserChange(**change) for change in batch] for batch in rows]
+        try:
+            rows = json.loads(raw) if raw else []
+        except (ValueError, RecursionError):
+            raise StoreError("kubetray's record of kubeconfig changes is damaged") from None
+        if isinstance(rows, dict):  # a later format names itself
+            formats.check(rows, "kubetray's record of kubeconfig changes", FORMAT)
+            rows = rows.get("batches")
+        if not isinstance(rows, list) or not all(isinstance(b, list) for b in rows):
+            raise StoreError("kubetray's record of kubeconfig changes is damaged")
+        return [[UserChange.from_dict(change) for change in batch] for batch in rows]
 
     def save(self, batches: list[list[UserChange]]) -> None:
         batches = [b for b in batches if b]
         if not batches:
             self._store.delete(self._key)
             return
-        self._store.set(self._key, json.dumps([[asdict(c) for c in b] for b in batches]).encode())
+        doc = [[c.to_dict() for c in b] for b in batches]
+        self._store.set(self._key, json.dumps(doc).encode())
 
     def push(self, batch: list[UserChange]) -> None:
         self.save([*self.batches(), batch])

@@ -4,15 +4,16 @@ The agent names identities after the kubeconfig user that runs them and the tray
 identity's contexts. Read again only when a kubeconfig file changes.
 """
 
+import functools
 import os
 import threading
 from typing import Any
 
-from app import identity
+from app.errors import AppError
 from app.kubeconfig.files import KubeconfigError
 from app.kubeconfig.view import View, default_paths
 from app.model import ContextUse
-from app.oidc.settings import OIDCSettings
+from app.providers import Providers, default
 from exec_helper import options
 from exec_helper.exec_credential import extension
 
@@ -29,16 +30,20 @@ def is_helper(command: object) -> bool:
     return os.path.basename(str(command).replace("\\", "/")).lower() in HELPER_NAMES
 
 
-def key_of(opts: options.HelperOptions) -> str | None:
-    """The identity key ``opts`` name, or None when they name none."""
-    if opts.stored:
-        return identity.stored_key(opts.stored)
-    if opts.oidc_issuer_url and opts.oidc_client_id:
-        try:
-            return OIDCSettings.from_options(opts).key
-        except options.OptionsError:
-            return None
-    return None
+@functools.cache
+def _providers() -> Providers:
+    return default()
+
+
+def key_of(
+    args: list[str], config: dict[str, Any] | None = None, env: dict[str, str] | None = None
+) -> str | None:
+    """The identity key a kubetray-exec command line names, or None when it names none.
+    ``env``: the exec entry's own (the caller's environment is not known here)."""
+    try:
+        return _providers().wanted(args, config, env or {}).settings.key
+    except (options.OptionsError, AppError):
+        return None
 
 
 def contexts_by_identity(kubeconfig: str | None = None) -> dict[str, list[ContextUse]]:
@@ -95,15 +100,11 @@ def _scan(view: View) -> _Scan:
         exec_ = body.get("exec") if isinstance(body, dict) else None
         if not isinstance(exec_, dict) or not is_helper(exec_.get("command")):
             continue
-        try:
-            opts = options.resolve(
-                [str(a) for a in exec_.get("args") or []],
-                _cluster_config(clusters.get(cluster)),
-                _env(exec_.get("env")),
-            )
-        except options.OptionsError:
-            continue
-        key = key_of(opts)
+        key = key_of(
+            [str(a) for a in exec_.get("args") or []],
+            _cluster_config(clusters.get(cluster)),
+            _env(exec_.get("env")),
+        )
         if key is not None:
             out.setdefault(key, []).append(
                 ContextUse(str(entry.get("name")), user_name, cluster, file)

@@ -6,7 +6,9 @@ random port when the list is empty, or exactly what
 ``--oidc-redirect-url`` names (then that URL, byte for byte, is the redirect URI and only its
 path is served). With a certificate and key (``--local-server-cert/-key``) it serves HTTPS. A
 callback whose ``state`` is not ours gets an error page and is otherwise ignored: only the real
-redirect ends the wait.
+redirect ends the wait. The answer may come in the query (``response_mode=query``) or as a form
+the browser posts (``response_mode=form_post``, which Microsoft Entra uses: the code never
+lands in the browser's history).
 """
 
 import html
@@ -18,6 +20,8 @@ from urllib.parse import parse_qs, urlsplit
 from app.oidc.errors import LoginError
 
 POLL = 0.05
+MAX_FORM = 64 * 1024
+"""The largest form_post answer read (a code, a state, Entra's client_info and session)."""
 _PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>kubetray</title>
 <style>body{{font:16px system-ui,sans-serif;margin:4em auto;max-width:32em;color:#222}}
 h1{{font-size:1.3em}}</style></head><body><h1>{title}</h1><p>{text}</p></body></html>"""
@@ -43,7 +47,10 @@ class LoopbackListener:
         success_url: str | None = None,
         redirect_url: str | None = None,
         tls: tuple[str, str] | None = None,
+        slash: bool = True,
     ) -> None:
+        """``slash=False``: a random port's redirect URI has no trailing slash
+        (``http://localhost:PORT``, as MSAL sends it and Entra registers it)."""
         self._state = state
         self._result = Callback()
         self._success_url = success_url
@@ -69,8 +76,8 @@ class LoopbackListener:
         host, port = self._server.server_address[:2]
         # kubelogin's form for a named port (http://localhost:8000, no slash); a random port
         # (":0") keeps the "/" of RFC 8252 registrations (http://127.0.0.1/, any port).
-        slash = "/" if bound.endswith(":0") else ""
-        self.redirect_uri = redirect_url or f"{scheme}://{hostname or str(host)}:{port}{slash}"
+        end = "/" if bound.endswith(":0") and slash else ""
+        self.redirect_uri = redirect_url or f"{scheme}://{hostname or str(host)}:{port}{end}"
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": POLL}, daemon=True
         )
@@ -113,7 +120,25 @@ class LoopbackListener:
                 if outer._path is not None and url.path != outer._path:
                     self._page(404, "Not found", "kubetray waits for the login elsewhere.")
                     return
-                query = parse_qs(url.query)
+                self._answer(parse_qs(url.query))
+
+            def do_POST(self) -> None:
+                url = urlsplit(self.path)
+                if outer._path is not None and url.path != outer._path:
+                    self._page(404, "Not found", "kubetray waits for the login elsewhere.")
+                    return
+                try:
+                    length = int(self.headers.get("Content-Length") or 0)
+                except ValueError:
+                    length = -1
+                kind = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+                if not 0 <= length <= MAX_FORM or kind != "application/x-www-form-urlencoded":
+                    self._page(400, "Login not accepted", "This is not a login answer.")
+                    return
+                form = self.rfile.read(length).decode("utf-8", "replace")
+                self._answer(parse_qs(form))
+
+            def _answer(self, query: dict[str, list[str]]) -> None:
                 state = (query.get("state") or [""])[0]
                 if state != outer._state:
                     self._page(

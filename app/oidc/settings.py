@@ -5,8 +5,9 @@ requests and authlib, ~15 MB, loaded only once an OIDC identity is used).
 """
 
 import re
-from dataclasses import dataclass, field, fields
-from typing import Any
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, ClassVar
+from urllib.parse import urlsplit
 
 from app import identity
 from exec_helper.options import GRANT_TYPES, HelperOptions, OptionsError
@@ -23,11 +24,17 @@ _HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 
 @dataclass(frozen=True)
 class OIDCSettings:
-    """Everything about talking to one provider, from kubetray-exec's flags."""
+    """Everything about talking to one provider, from kubetray-exec's flags (the OIDC
+    provider's Settings, app.providers.base; other providers built on this engine, such as
+    Google's, hold one of these for it)."""
+
+    kind: ClassVar[str] = "oidc"
+    SECRETS: ClassVar[tuple[str, ...]] = ("client_secret", "password", "request_headers")
+    """Never in the index (request headers' values may be keys too)."""
 
     issuer: str
     client_id: str
-    client_secret: str | None = None
+    client_secret: str | None = field(default=None, repr=False)
     scopes: tuple[str, ...] = ()
     extra_params: tuple[tuple[str, str], ...] = ()
     use_access_token: bool = False
@@ -40,7 +47,7 @@ class OIDCSettings:
     local_server_key: str | None = None
     redirect_url_keyboard: str | None = None
     username: str | None = None
-    password: str | None = None
+    password: str | None = field(default=None, repr=False)
     ca_files: tuple[str, ...] = ()
     ca_data: tuple[str, ...] = ()
     insecure: bool = False
@@ -55,6 +62,46 @@ class OIDCSettings:
     def machine(self) -> bool:
         """A machine identity (client credentials): its tokens never need a person."""
         return self.grant_type == CLIENT_CREDENTIALS
+
+    @property
+    def can_fetch(self) -> bool:
+        """A machine identity whose client secret these settings carry (remembered settings
+        carry none)."""
+        return self.machine and bool(self.client_secret)
+
+    @property
+    def login_needs(self) -> str:
+        """Who a login needs: nobody (a password grant with both given), a terminal (a
+        password or a pasted code to type), else a screen (a browser, a device code)."""
+        if self.grant_type == "password" and self.username and self.password:
+            return "nobody"
+        if self.grant_type in ("password", "authcode-keyboard"):
+            return "terminal"
+        return "screen"
+
+    @property
+    def named_by_kubeconfig(self) -> bool:
+        return True
+
+    @property
+    def group(self) -> str:
+        """Refresh ahead spreads renewals per issuer."""
+        return self.issuer
+
+    @property
+    def where(self) -> str:
+        return self.issuer
+
+    @property
+    def host(self) -> str:
+        return urlsplit(self.issuer).netloc or self.issuer
+
+    def to_index(self) -> dict[str, Any]:
+        """What identities.json remembers: every field but the secrets."""
+        doc = asdict(self)
+        for secret in self.SECRETS:
+            doc.pop(secret)
+        return doc
 
     @property
     def key(self) -> str:

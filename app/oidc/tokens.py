@@ -1,11 +1,19 @@
 """What a login yields, and when to refresh it."""
 
 import json
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from app import formats
+from app.errors import StoreError
+
 MIN_MARGIN = timedelta(seconds=60)
+FORMAT = 1
+"""A token set's format in the keyring (app/formats.py): 0.1.0's, without a number. A
+provider's ``state`` is a field of it written only when there is one: OIDC token sets stay
+byte for byte what 0.1.0 wrote (it read them strictly), and the others are items (``google/``,
+...) of identities no earlier kubetray knows, so none ever reads them."""
 
 
 def margin(lifetime: timedelta | None, floor: timedelta = MIN_MARGIN) -> timedelta:
@@ -27,7 +35,8 @@ def handed_out_expiry(
 
 @dataclass(frozen=True)
 class TokenSet:
-    """Tokens of one identity. ``expires_at`` is the expiry of the token kubectl is given."""
+    """Tokens of one identity, whatever its provider (app.providers.base). ``expires_at`` is
+    the expiry of the token kubectl is given."""
 
     expires_at: datetime
     issued_at: datetime
@@ -39,6 +48,11 @@ class TokenSet:
     no_id_token_on_refresh: bool = False
     """The provider's last refresh carried no id_token (OIDC Core §12.2 allows that): the
     id_token kept is the login's, and a new one needs a login (or --oidc-use-access-token)."""
+    state: dict[str, Any] = field(default_factory=dict, repr=False)
+    """What the provider keeps with the tokens (JSON: an MSAL cache, a client registration,
+    the client a taken-over login refreshes with); opaque to everyone else, and secret."""
+    extra: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    """Fields of a newer kubetray, kept as they were (through refreshes too)."""
 
     @property
     def lifetime(self) -> timedelta:
@@ -76,20 +90,38 @@ class TokenSet:
             refresh_token=newer.refresh_token or self.refresh_token,
             id_token=newer.id_token or self.id_token,
             claims=newer.claims or self.claims,
+            state=newer.state or self.state,
+            extra={**self.extra, **newer.extra},
         )
 
     def to_bytes(self) -> bytes:
+        """Format 1 is exactly what 0.1.0 wrote (it read it strictly), plus kept fields."""
         doc = asdict(self)
+        doc.pop("extra")
         doc["expires_at"] = self.expires_at.isoformat()
         doc["issued_at"] = self.issued_at.isoformat()
-        return json.dumps(doc).encode()
+        if not self.state:
+            del doc["state"]
+        return json.dumps({**self.extra, **doc}).encode()
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> "TokenSet":
-        doc = json.loads(data)
-        doc["expires_at"] = datetime.fromisoformat(doc["expires_at"])
-        doc["issued_at"] = datetime.fromisoformat(doc["issued_at"])
-        return cls(**doc)
+    def from_bytes(cls, data: bytes, what: str = "the tokens") -> "TokenSet":
+        """The tokens; NewerFormat for a newer kubetray's; StoreError when damaged."""
+        try:
+            doc = json.loads(data)
+        except (ValueError, RecursionError):
+            doc = None
+        if not isinstance(doc, dict):
+            raise StoreError(f"{what} in the keyring are damaged", "log in again")
+        formats.check(doc, what, FORMAT)
+        known = {f.name for f in fields(cls) if f.name != "extra"}
+        values = {k: v for k, v in doc.items() if k in known}
+        try:
+            values["expires_at"] = datetime.fromisoformat(values["expires_at"])
+            values["issued_at"] = datetime.fromisoformat(values["issued_at"])
+            return cls(**values, extra=formats.unknown(doc, known))
+        except (KeyError, TypeError, ValueError):
+            raise StoreError(f"{what} in the keyring are damaged", "log in again") from None
 
 
 @dataclass(frozen=True)

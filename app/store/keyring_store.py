@@ -10,6 +10,7 @@ cannot stand in for another. Nothing secret ever reaches disk in plaintext.
 import base64
 import hashlib
 import os
+import re
 import secrets
 import threading
 from collections.abc import Callable
@@ -17,7 +18,7 @@ from typing import Any, TypeVar
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from app import atomic_file
+from app import atomic_file, formats
 from app.errors import SecretLost, StoreError, StoreUnavailable
 
 SERVICE = "kubetray"
@@ -28,6 +29,10 @@ TIMEOUT = 15.0
 """A keyring can block on an unlock prompt nobody sees; never hang a caller on it."""
 
 _INLINE, _SEALED = "inline:", "sealed:"
+"""Format 1 of a keyring item (app/formats.py): the value in base64, or the name of a file
+sealed with AES-256-GCM (12-byte nonce, then ciphertext and tag; the item key is the associated
+data) under the data key. A later format names itself: ``inline.v2:``, ``sealed.v2:``."""
+_NEWER = re.compile(r"^(inline|sealed)\.v(\d{1,6}):")
 _REMEDY = (
     "kubetray keeps lasting secrets only in the OS keyring: on a desktop, start and unlock a "
     "Secret Service provider (gnome-keyring, KWallet, KeePassXC); on a server, run one for your "
@@ -227,6 +232,9 @@ class KeyringSecretStore:
             return base64.b64decode(item[len(_INLINE) :])
         if item.startswith(_SEALED):
             return self._unseal(key, item[len(_SEALED) :])
+        newer = _NEWER.match(item)
+        if newer:
+            raise formats.newer(f"the keyring item {key}", int(newer[2]), 1)
         raise StoreError(f"the keyring item for {key} is not one kubetray wrote")
 
     def set(self, key: str, value: bytes) -> None:

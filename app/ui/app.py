@@ -1,14 +1,25 @@
 """`kubetray` (no arguments): the tray app, hosting the same broker and IPC server as the agent."""
 
+import contextlib
 import logging
 import signal
 import sys
 import threading
 
 from PySide6.QtCore import QObject, QTimer, Signal
-from PySide6.QtWidgets import QApplication
+from PySide6.QtWidgets import QApplication, QMenu
 
-from app import atomic_file, compose, lifecycle, logs
+from app import (
+    __version__,
+    atomic_file,
+    autostart,
+    compose,
+    frozen,
+    installation,
+    lifecycle,
+    logs,
+    restart,
+)
 from app.broker.broker import utcnow
 from app.settings import Settings
 from app.ui import icons
@@ -22,6 +33,7 @@ log = logging.getLogger(__name__)
 class _Bridge(QObject):
     show = Signal()
     quit = Signal()
+    probe = Signal()
 
 
 AT_LOGIN_WAIT = 10.0
@@ -54,6 +66,8 @@ def run(tray: bool | None = None, store: str | None = None, at_login: bool = Fal
     with the session (autostart), so a tray may still be on its way.
     """
     logs.to_stderr()
+    frozen.pin()  # before anything else: nothing is imported from a replaced installation
+    came_from = restart.restarted_from()
     log_file = logs.to_file(paths.state_dir(), "app.log")
     app = QApplication.instance() or QApplication(sys.argv)
     assert isinstance(app, QApplication)
@@ -63,6 +77,9 @@ def run(tray: bool | None = None, store: str | None = None, at_login: bool = Fal
     app.setQuitOnLastWindowClosed(False)
     install_symbolic_icons()
     settings = Settings.load()
+    if settings.start_at_login:  # an entry an older kubetray wrote becomes this one's
+        with contextlib.suppress(OSError):
+            autostart.refresh(installation.login_command())
     parts = compose.agent(
         default_browser=lambda: settings.browser_command, store_kind=store or settings.secret_store
     )
@@ -76,14 +93,38 @@ def run(tray: bool | None = None, store: str | None = None, at_login: bool = Fal
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, on_signal)
+    bridge = _Bridge()
+    closing = threading.Event()
+    windows_open: list[bool] = [True]  # until the GUI thread has looked
+
+    def busy() -> bool:  # asked by the restart's thread: the GUI thread looks, later
+        if closing.is_set():
+            return True
+        bridge.probe.emit()
+        return windows_open[0]
+
+    restarting, watch = restart.wire(
+        parts, finish=bridge.quit.emit, stop=bridge.quit.emit, busy=busy
+    )
     parts.server.listener.open()
+    restart.restore_memory(parts)
     parts.start()
+    restart.note(came_from, parts.service.facts)
     threading.Thread(target=parts.server.serve_forever, name="ipc", daemon=True).start()
     controller = TrayController(parts.core, settings, utcnow)
     controller.store_notice = parts.store.notice
     parts.store.on_move.append(lambda: setattr(controller, "store_notice", None))
     view = TrayApp(controller, tray=tray, wait_for_tray=AT_LOGIN_WAIT if at_login else 0.0)
-    bridge = _Bridge()
+
+    def look() -> None:  # a person's open window is never closed under them by a restart
+        main = view.main_window
+        stand_in = main if main is not None and main.standalone else None  # the tray's place
+        windows_open[0] = any(
+            w.isVisible() and w is not stand_in and not isinstance(w, QMenu)
+            for w in QApplication.topLevelWidgets()
+        )
+
+    bridge.probe.connect(look)
     bridge.show.connect(view.bring_forward)
     bridge.quit.connect(app.quit)
     parts.service.on_show = bridge.show.emit
@@ -108,9 +149,16 @@ def run(tray: bool | None = None, store: str | None = None, at_login: bool = Fal
     log.info("kubetray app listening on %s", parts.server.listener.address)
     if log_file:
         log.info("this log is also in %s", log_file)
+    if came_from is not None and came_from.updated:  # said once, as a notification
+        text = f"kubetray was updated to {__version__}"
+        log.info("told the person: %s", text)
+        view.show_notification("updated", "", "kubetray was updated", text)
+    watch.start()
     try:
-        return 0 if stop_asked.is_set() else app.exec()
+        code = 0 if stop_asked.is_set() else app.exec()
     finally:
+        closing.set()
+        watch.stop()
         # Worker threads first: nothing may emit into an object that is about to go.
         parts.service.on_show = None
         parts.service.on_stop = None
@@ -130,3 +178,5 @@ def run(tray: bool | None = None, store: str | None = None, at_login: bool = Fal
         # goes last, here, rather than whenever the interpreter's finalisation gets to it.
         app.processEvents()
         app.shutdown()
+    restarting.exec_if_due()
+    return code

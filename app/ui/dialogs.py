@@ -471,6 +471,5 @@ class SettingsDialog(QDialog):
         s.save()
         self._controller.apply_settings()
         # --at-login: the session starts it, often before the panel: it waits for the tray.
-        command = [*installation.app_command(), "app", "--at-login"]
-        autostart.set_enabled(s.start_at_login, command)
+        autostart.set_enabled(s.start_at_login, installation.login_command())
         self.accept()

@@ -4,7 +4,7 @@ import shlex
 import sys
 from datetime import datetime, timedelta
 
-from app.model import OIDC, Caller, CallRecord, IdentityStatus, State
+from app.model import Caller, CallRecord, IdentityStatus, State
 
 
 def time_left(expires: str | None, now: datetime) -> str:
@@ -30,6 +30,13 @@ def who(identity: IdentityStatus) -> str:
     if identity.groups:
         return f"{name} [{', '.join(identity.groups)}]"
     return name
+
+
+def details(identity: IdentityStatus) -> str:
+    """What a provider shows besides who: ``tenant contoso · project p`` (not the account
+    again when it is who)."""
+    shown = [f"{label} {value}" for label, value in identity.details if value != identity.who]
+    return " · ".join(shown)
 
 
 def kubectl_line(context: str) -> str:
@@ -136,7 +143,7 @@ REASON_IN_ROW = 70
 def state_line(identity: IdentityStatus) -> str:
     """The state, with the reason of a failure cut to fit a row."""
     text = state_words(identity.state)
-    if identity.kind != OIDC and identity.state is State.ERROR:
+    if not identity.logs_in and identity.state is State.ERROR:
         text = "not usable"  # a stored credential has no login to fail
     reason = identity.error
     if not reason:
@@ -161,3 +168,17 @@ CAPABILITY_WORDS = {
 def capability_words(name: str) -> str:
     """A provider capability as Add cluster lists it."""
     return CAPABILITY_WORDS.get(name, name)
+
+
+def about_text() -> str:
+    """The About box: which kubetray, which build, from where."""
+    from exec_helper import version
+
+    where = version.build_file() or "a development install (no build file)"
+    return (
+        f"kubetray {version.VERSION}\n"
+        + (f"build {version.BUILD}\n" if version.BUILD else "")
+        + f"Python {sys.version.split()[0]}\n{where}\n\n"
+        "Kubernetes logins from your desktop. After an upgrade kubetray restarts by itself "
+        "once no login is in flight and its windows are closed."
+    )

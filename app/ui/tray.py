@@ -21,12 +21,12 @@ from PySide6.QtGui import QAction, QGuiApplication
 from PySide6.QtWidgets import QApplication, QMenu, QSystemTrayIcon, QWidget
 from shiboken6 import Shiboken
 
-from app.model import OIDC, IdentityStatus, State
+from app.model import IdentityStatus, State
 from app.ui import icons
 from app.ui.controller import TrayController
 from app.ui.dialogs import AddClusterDialog, ConsentDialog, SettingsDialog, ask_login
 from app.ui.notify import DEFAULT, DesktopNotifications
-from app.ui.text import time_left, who
+from app.ui.text import details, time_left, who
 from app.ui.tray_host import TrayHost
 from app.ui.views import DeviceCodeWindow, DiagnosticsWindow, LinkWindow, bring_to_front
 from app.ui.window import MainWindow
@@ -133,6 +133,8 @@ class IdentityRow:
         _update(self.action, app.line(ident, now))
         issuer = urlsplit(ident.issuer).netloc if ident.issuer else ""
         detail = [who(ident) or issuer or ident.kind]
+        if details(ident):
+            detail.append(details(ident))
         left = time_left(ident.expires, now)
         if left:
             detail.append(left)
@@ -140,7 +142,7 @@ class IdentityRow:
         hosts = [urlsplit(c).netloc or c for c in ident.clusters]
         _update(self.clusters, menu_text("Used for " + ", ".join(hosts)), visible=bool(hosts))
         self.clusters.setToolTip("\n".join(ident.clusters))
-        oidc = ident.kind == OIDC
+        oidc = ident.logs_in
         busy = oidc and ident.state is State.LOGGING_IN
         signed_out = oidc and ident.state in (State.NEEDS_LOGIN, State.EXPIRED, State.ERROR)
         signed_in = oidc and not busy and not signed_out

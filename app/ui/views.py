@@ -30,7 +30,16 @@ from PySide6.QtWidgets import (
 
 from app.model import CallRecord
 from app.ui.controller import TrayController
-from app.ui.text import breakable, call_details, caller_chain, elide, state_words, time_left
+from app.ui.text import (
+    about_text,
+    breakable,
+    call_details,
+    caller_chain,
+    elide,
+    state_words,
+    time_left,
+)
+from exec_helper import version
 
 SCREEN_SHARE = 0.8
 """The most of the screen a window opens on: room is left for the panel and other windows."""
@@ -192,7 +201,7 @@ class DiagnosticsWindow(QWidget):
 
     def __init__(self, controller: TrayController) -> None:
         super().__init__()
-        self.setWindowTitle("kubetray diagnostics")
+        self.setWindowTitle(f"kubetray diagnostics: kubetray {version.describe()}")
         self._controller = controller
         self._records: list[CallRecord] = []
         self._selected: CallRecord | None = None
@@ -200,6 +209,7 @@ class DiagnosticsWindow(QWidget):
         self.figures = QLabel()
         self.figures.setTextFormat(Qt.TextFormat.RichText)
         self.figures.setWordWrap(True)  # a long line must not widen the window
+        self.figures.setToolTip(about_text())  # which kubetray, which build, from where
         layout.addWidget(self.figures)
         self.table = QTableWidget(0, len(self.COLUMNS))
         self.table.setHorizontalHeaderLabels(list(self.COLUMNS))
@@ -237,7 +247,7 @@ class DiagnosticsWindow(QWidget):
         now = c.clock()
         calls = c.calls(200)
         ok, failed = c.counts()
-        lines = [f"Calls: {ok} ok, {failed} failed"]
+        lines = [escape(f"kubetray {version.describe()}"), f"Calls: {ok} ok, {failed} failed"]
         for ident in c.identities():
             left = time_left(ident.expires, now) or "no expiry"
             line = f"<b>{ident.name}</b>: {state_words(ident.state)}, {left}"

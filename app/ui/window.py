@@ -28,11 +28,20 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.model import OIDC, ContextUse, IdentityStatus, State
+from app.model import ContextUse, IdentityStatus, State
 from app.ui import icons
 from app.ui.controller import TrayController
 from app.ui.dialogs import AddClusterDialog, SettingsDialog
-from app.ui.text import breakable, elide, kubectl_line, plural, state_line, time_left, who
+from app.ui.text import (
+    breakable,
+    details,
+    elide,
+    kubectl_line,
+    plural,
+    state_line,
+    time_left,
+    who,
+)
 from app.ui.views import bring_to_front
 
 OTHER = "Other contexts"
@@ -250,14 +259,14 @@ class MainWindow(QWidget):
     def _fill_identity(self, item: QTreeWidgetItem, ident: IdentityStatus, now: datetime) -> None:
         texts = [
             ident.name,
-            who(ident) or ("" if ident.kind == OIDC else ident.kind),
+            who(ident) or ("" if ident.logs_in else ident.kind),
             state_line(ident),
             time_left(ident.expires, now),
             ", ".join(ident.clusters),
         ]
         for col, text in enumerate(texts):
             item.setText(col, text)
-        tip = ident.error or ident.note or ""
+        tip = "\n".join(filter(None, [ident.error or ident.note, details(ident)]))
         for col in range(len(texts)):
             item.setToolTip(col, tip)
 
@@ -339,7 +348,7 @@ class MainWindow(QWidget):
     def _update_buttons(self) -> None:
         item = self._selected()
         ident = self._identity_of(item)
-        oidc = ident is not None and ident.kind == OIDC
+        oidc = ident is not None and ident.logs_in
         busy = oidc and ident is not None and ident.state is State.LOGGING_IN
         signed_in = ident is not None and ident.state in (State.READY, State.EXPIRING)
         link = self._controller.login_link(ident.name) if busy and ident is not None else None
@@ -381,7 +390,7 @@ class MainWindow(QWidget):
                 )
             return ""
         name = f"<b>{html.escape(ident.name)}</b>"
-        if ident.kind != OIDC:
+        if not ident.logs_in:
             return (
                 f"{name} is a stored credential: there is no login. "
                 "kubetray store replaces it when it expires."

@@ -1,4 +1,4 @@
-"""What a person does with an OIDC identity: log in, switch account, log out, forget, cancel.
+"""What a person does with a login identity: log in, switch account, log out, forget, cancel.
 
 The agent's service (``kubetray login`` / ``logout`` / ``cancel`` / ``forget``) and the tray's
 controller both call these; each outcome is a value, and the words for it are the caller's
@@ -14,10 +14,8 @@ from app.broker.flight import Conversation
 from app.broker.logins import Logins
 from app.broker.registry import Entry
 from app.errors import AppError
-from app.model import OIDC
-from app.oidc.settings import OIDCSettings
+from app.model import STORED
 from app.oidc.tokens import Revocation, TokenSet
-from exec_helper import options
 
 
 @dataclass(frozen=True)
@@ -41,14 +39,14 @@ class Account:
 
     def _oidc(self) -> Logins:
         if self._broker.logins is None:
-            raise AppError("OIDC is not enabled in this agent")
+            raise AppError("logins are not enabled in this agent")
         return self._broker.logins
 
     def _find(self, name: str) -> Entry:
         st = self._oidc().find(name)
         if st is None:
             raise AppError(
-                f"no OIDC identity named {name!r}",
+                f"no identity to log in to named {name!r}",
                 "kubetray status lists them; or give the kubetray-exec flags",
             )
         return st
@@ -64,11 +62,11 @@ class Account:
         logins = self._oidc()
         settings = None
         if args:
-            opts = options.resolve(list(args))
-            st = self._broker.identity(opts)
-            if st.identity.kind != OIDC:
+            wanted = self._broker.providers.wanted(list(args))
+            st = self._broker.identity(wanted)
+            if st.identity.kind == STORED:
                 raise AppError(f"{st.identity.name} is a stored credential: nothing to log in to")
-            settings = OIDCSettings.from_options(opts)
+            settings = wanted.settings
         else:
             st = self._find(name)
         tokens = logins.token(st, conv, explicit=True, relogin=force, settings=settings)
@@ -77,8 +75,8 @@ class Account:
     def register(self, args: Sequence[str]) -> str:
         """Make the identity kubetray-exec ``args`` name known (as a written kubeconfig user
         will at kubectl's first call), without logging in; its name."""
-        st = self._broker.identity(options.resolve(list(args)))
-        if st.identity.kind != OIDC:
+        st = self._broker.identity(self._broker.providers.wanted(list(args)))
+        if st.identity.kind == STORED:
             raise AppError(f"{st.identity.name} is a stored credential: nothing to log in to")
         return st.identity.name
 
@@ -87,10 +85,9 @@ class Account:
         (``prompt=select_account`` in its discovery); None when it cannot be asked."""
         st = self._find(name)
         try:
-            metadata = self._oidc().client(st).metadata()
+            return bool(self._oidc().account_choice(st))
         except AppError:
             return None
-        return "select_account" in metadata.prompt_values_supported
 
     def switch_account(self, name: str, conv: Conversation) -> LoggedIn:
         """Log in again, letting the person pick another account where the provider can."""
@@ -101,13 +98,13 @@ class Account:
         """Forget the tokens of ``name``; what the provider said about revoking them."""
         outcome = self._oidc().logout(name)
         if outcome is None:
-            raise AppError(f"no OIDC identity named {name!r}", "kubetray status lists them")
+            raise AppError(f"no identity to log in to named {name!r}", "kubetray status lists them")
         return outcome
 
     def forget(self, name: str) -> None:
         """Log out of ``name`` and remove it (kubectl's next use brings it back)."""
         if not self._oidc().forget(name):
-            raise AppError(f"no OIDC identity named {name!r}", "kubetray status lists them")
+            raise AppError(f"no identity to log in to named {name!r}", "kubetray status lists them")
 
     def cancel(self, name: str) -> None:
         """Cancel the login in flight for ``name``."""

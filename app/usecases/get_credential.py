@@ -21,8 +21,10 @@ from app.broker.broker import Broker
 from app.broker.flight import Conversation, Silent
 from app.errors import AppError
 from app.model import Caller, CallRecord, Credential
-from app.static_credentials import check_name
-from exec_helper import exec_credential, options
+from app.providers import Providers
+from app.providers import default as default_providers
+from app.providers.base import Wanted
+from exec_helper import exec_credential, options, paths
 from exec_helper.exec_credential import ExecInfo, ExecInfoError
 
 log = logging.getLogger(__name__)
@@ -36,16 +38,31 @@ MAX_REPEATS = 256
 MAX_RECORDED = 512
 """Characters of a cluster URL, name or error kept in the record of calls."""
 _CACHE_KEY_LIMIT = 16 * 1024
-DESKTOP_ONLY = ("browser_command", "certificate_authority", "local_server_cert", "local_server_key")
-"""Flags that name programs or files: from a remote host they would name the desktop's."""
 BUS_ENV = "DBUS_SESSION_BUS_ADDRESS"
 REMOTE_ENV_DROPPED = (
     "KUBECONFIG=",
     "KUBETRAY_BROWSER=",
     "KUBETRAY_BROWSER_COMMAND=",
     f"{BUS_ENV}=",
+    *paths.PASSED_ENV_PREFIXES,
 )
-"""A remote host's environment describes that host: its kubeconfig, browser, session bus."""
+"""A remote host's environment describes that host: its kubeconfig, browser, session bus, and
+its cloud tools' profiles, files and keys (the desktop's own configuration serves it)."""
+REMOTE_ENV_KEPT = tuple(
+    f"{name}="
+    for name in (
+        "AWS_PROFILE",
+        "AWS_DEFAULT_PROFILE",
+        "AWS_REGION",
+        "AWS_DEFAULT_REGION",
+        "AWS_STS_REGIONAL_ENDPOINTS",
+        "AWS_USE_FIPS_ENDPOINT",
+        "AWS_USE_DUALSTACK_ENDPOINT",
+    )
+)
+"""Of those, what names the request rather than describes the host: ``aws eks
+update-kubeconfig`` puts the profile in the exec entry's ``env``, so it is as much the request
+as an argument (the desktop's profile of that name serves it)."""
 
 Answer = tuple[int, str, str]
 """(exit code, stdout, stderr) for kubetray-exec to print."""
@@ -58,7 +75,8 @@ class CredentialRequest:
     exec_info: str
     args: tuple[str, ...]
     env: tuple[str, ...]
-    """``KUBETRAY_*`` settings and the caller's ``KUBECONFIG``."""
+    """``KUBETRAY_*`` settings, the caller's ``KUBECONFIG`` and session bus, and the
+    variables of the providers' tools (exec_helper.paths.PASSED_ENV_PREFIXES)."""
     stdin_tty: bool
     stderr_tty: bool
     caller: Caller
@@ -102,6 +120,9 @@ class GetCredential:
         self._failed: dict[tuple[object, ...], tuple[float, str]] = {}
         """(request, kubectl pid) → (when, error) of recent failures."""
         self._lock = threading.Lock()
+        self._providers = broker.providers
+        self._resolve_cached = functools.lru_cache(maxsize=64)(self._resolve_uncached)
+        """kubectl sends the same arguments every time: resolved once (small keys only)."""
 
     def do(
         self, req: CredentialRequest, conversation: Callable[[bool, bool], Conversation]
@@ -136,12 +157,11 @@ class GetCredential:
             # What kubectl sent: the ExecCredential version, interactivity, the cluster.
             info = exec_credential.parse_exec_info(req.exec_info)
             cluster = _clip(info.cluster.server) if info.cluster else None
-            # The settings: environment, then arguments, then the cluster's exec extension.
-            opts = _resolve(req.args, info.cluster.config if info.cluster else None, env)
-            if opts.stored:
-                check_name(opts.stored)  # before it names anything the agent keeps
+            # The provider and its settings: the arguments, the cluster's exec extension and
+            # the environment (for kubetray's own flags: per-cluster, arguments, environment).
+            wanted = self._resolve(req.args, info.cluster.config if info.cluster else None, env)
             if remote:
-                _refuse_desktop_paths(opts, remote)
+                _refuse_desktop_paths(wanted, remote)
             elif self._bus is not None:  # the keyring is the user's, not the first caller's
                 bus = _env_value(env, BUS_ENV) or ""
                 if at_once and self._bus.wants_bus(bus):
@@ -149,13 +169,13 @@ class GetCredential:
                 self._bus.offer_bus(bus)
             # Which identity (a new one is named after the caller's kubeconfig user).
             if at_once:
-                known = self._broker.known_identity(opts)
+                known = self._broker.known_identity(wanted)
                 if known is None:
                     return None
                 st = known
             else:
                 st = self._broker.identity(
-                    opts, lambda: self._kubeconfig_of(req) or _kubeconfig(env)
+                    wanted, lambda: self._kubeconfig_of(req) or _kubeconfig(env)
                 )
             name = _clip(st.identity.name)
             # A prompt only where a person sees and answers it: both ends are the terminal
@@ -174,7 +194,7 @@ class GetCredential:
             # Its credential: memory, the store, a refresh, or the login all callers share.
             skip_cache = info.response_code == 401
             if at_once:
-                cached = self._broker.cached_credential(st, opts, cluster, skip_cache)
+                cached = self._broker.cached_credential(st, wanted, cluster, skip_cache)
                 if cached is None:
                     return None
                 if remote:
@@ -183,7 +203,7 @@ class GetCredential:
                 credential = cached
             else:
                 credential = self._broker.get_credential(
-                    st, opts, conv, cluster=cluster, skip_cache=skip_cache
+                    st, wanted, conv, cluster=cluster, skip_cache=skip_cache
                 )
             # The answer, in the version kubectl asked for.
             answer: Answer = (0, render(info, credential), credential.warning or "")
@@ -201,6 +221,28 @@ class GetCredential:
         if code:
             self._remember_failure(req, start, error_text)
         return answer
+
+    def _resolve(
+        self, args: tuple[str, ...], config: dict[str, Any] | None, env: tuple[str, ...] = ()
+    ) -> Wanted:
+        """The providers' reading of a request, memoized: kubectl sends the same arguments
+        every time. Only small keys are kept: the cache must not grow with what a caller
+        chooses to send."""
+        try:
+            config_json = json.dumps(config, sort_keys=True) if config else None
+        except RecursionError:
+            raise ExecInfoError(
+                "decode: the cluster's exec extension is nested too deeply"
+            ) from None
+        size = len(config_json or "") + sum(map(len, args)) + sum(map(len, env))
+        if size > _CACHE_KEY_LIMIT:
+            return self._resolve_uncached(args, config_json, env)
+        return self._resolve_cached(args, config_json, env)
+
+    def _resolve_uncached(
+        self, args: tuple[str, ...], config_json: str | None, env: tuple[str, ...]
+    ) -> Wanted:
+        return resolve(self._providers, args, json.loads(config_json) if config_json else None, env)
 
     def _kubeconfig_of(self, req: CredentialRequest) -> str | None:
         """``kubectl --kubeconfig FILE``: the file, read from the running kubectl (local only)."""
@@ -252,11 +294,17 @@ class GetCredential:
 
 
 def _remote_env(env: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(item for item in env if not item.startswith(REMOTE_ENV_DROPPED))
+    return tuple(
+        item
+        for item in env
+        if item.startswith(REMOTE_ENV_KEPT) or not item.startswith(REMOTE_ENV_DROPPED)
+    )
 
 
-def _refuse_desktop_paths(opts: options.HelperOptions, remote: str) -> None:
-    named = [f"--{f.replace('_', '-')}" for f in DESKTOP_ONLY if getattr(opts, f)]
+def _refuse_desktop_paths(wanted: Wanted | options.HelperOptions, remote: str) -> None:
+    if isinstance(wanted, options.HelperOptions):
+        wanted = default_providers().from_options(wanted)
+    named = wanted.local_paths
     if named:
         raise options.OptionsError(
             f"{', '.join(named)} would name a program or file on your desktop, not on {remote}: "
@@ -282,31 +330,17 @@ def _clip(text: str | None) -> str | None:
     return text[: MAX_RECORDED - 1] + "…"
 
 
-@functools.lru_cache(maxsize=64)
-def _resolve_cached(
-    args: tuple[str, ...], config_json: str | None, env: tuple[str, ...]
-) -> options.HelperOptions:
+def resolve(
+    providers: Providers,
+    args: tuple[str, ...] | list[str],
+    config: dict[str, Any] | None,
+    env: tuple[str, ...],
+) -> Wanted:
+    """What a request asks for: the provider whose command line ``args`` are, its settings."""
     environ = dict(item.partition("=")[::2] for item in env)
     if "KUBETRAY_BROWSER" in environ:  # the caller's browser, under any flag that names one
         environ.setdefault("KUBETRAY_BROWSER_COMMAND", environ["KUBETRAY_BROWSER"])
-    return options.resolve(list(args), json.loads(config_json) if config_json else None, environ)
-
-
-def _resolve(
-    args: tuple[str, ...], config: dict[str, Any] | None, env: tuple[str, ...] = ()
-) -> options.HelperOptions:
-    """options.resolve, memoized: kubectl sends the same arguments every time.
-
-    Only small keys are kept: the cache must not grow with what a caller chooses to send.
-    """
-    try:
-        config_json = json.dumps(config, sort_keys=True) if config else None
-    except RecursionError:
-        raise ExecInfoError("decode: the cluster's exec extension is nested too deeply") from None
-    size = len(config_json or "") + sum(map(len, args)) + sum(map(len, env))
-    if size > _CACHE_KEY_LIMIT:
-        return _resolve_cached.__wrapped__(args, config_json, env)
-    return _resolve_cached(args, config_json, env)
+    return providers.wanted(list(args), config, environ)
 
 
 def _env_value(env: tuple[str, ...], name: str) -> str | None:

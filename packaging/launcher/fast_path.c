@@ -230,13 +230,22 @@ static int in_list(const char *const *list, const char *name, size_t n) {
     return 0;
 }
 
-/* Whether the variable is one exec_helper.paths.kubetray_env() passes to the agent. */
+static int has_prefix(const char *const *list, const char *name, size_t n) {
+    for (; *list; list++) {
+        size_t p = strlen(*list);
+        if (n >= p && memcmp(name, *list, p) == 0) return 1;
+    }
+    return 0;
+}
+
+/* Whether the variable is one exec_helper.paths.kubetray_env() passes to the agent: ours
+ * (KUBETRAY_*), the cloud tools' (PASSED_ENV_PREFIXES) or one of PASSED_ENV; never INFRA_ENV. */
 static int passed(const char *name, size_t n) {
     static const char *const infra[] = {KT_INFRA_ENV};
     static const char *const others[] = {KT_PASSED_ENV};
-    size_t prefix = strlen(KT_ENV_PREFIX);
-    int ours = n >= prefix && memcmp(name, KT_ENV_PREFIX, prefix) == 0;
-    return (ours || in_list(others, name, n)) && !in_list(infra, name, n);
+    static const char *const prefixes[] = {KT_ENV_PREFIX, KT_PASSED_PREFIXES};
+    return (has_prefix(prefixes, name, n) || in_list(others, name, n)) &&
+           !in_list(infra, name, n);
 }
 
 /* The passed variables in environ order. Python's posix.environ keeps the first of two
@@ -314,7 +323,7 @@ struct value {
 
 /* The members a hello or result frame may carry; others are read and ignored. */
 struct frame {
-    struct value type, version, exit, answered, out, err;
+    struct value type, version, kubetray, exit, answered, out, err;
 };
 
 /* A reader over one frame's JSON. Decoded strings go to out, a buffer at least as large as the
@@ -442,6 +451,7 @@ static int key_is(const struct value *key, const char *name) {
 static struct value *member(struct frame *f, const struct value *key) {
     if (key_is(key, KT_KEY_TYPE)) return &f->type;
     if (key_is(key, KT_KEY_VERSION)) return &f->version;
+    if (key_is(key, KT_KEY_KUBETRAY)) return &f->kubetray;
     if (key_is(key, KT_KEY_EXIT)) return &f->exit;
     if (key_is(key, KT_FIELD_ANSWERED)) return &f->answered;
     if (key_is(key, KT_KEY_STDOUT)) return &f->out;
@@ -480,9 +490,11 @@ static int is_string(const struct value *v, const char *text) {
     return v->kind == STRING && key_is(v, text);
 }
 
+/* An agent that names its kubetray version (0.2 and later): an older one is left to Python,
+ * which asks it to restart into the kubetray installed now (exec_helper/agent_start.py). */
 static int is_hello(const struct frame *f) {
     return is_string(&f->type, KT_TYPE_HELLO) && f->version.kind == INT &&
-           f->version.i == KT_PROTOCOL_VERSION;
+           f->version.i == KT_PROTOCOL_VERSION && f->kubetray.kind == STRING;
 }
 
 static size_t frame_size(const unsigned char *h) {

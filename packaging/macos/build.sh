@@ -1,6 +1,12 @@
 #!/bin/sh
-# Build kubetray.app (menu bar only) and kubetray-<version>.dmg on macOS.
+# Build kubetray.app (menu bar only), kubetray-<version>.dmg and kubetray-<version>.pkg on macOS.
 #   packaging/macos/build.sh [PYTHON]         (default: .venv/bin/python)
+# NOT RUN HERE (the project's CI is Linux): written from Apple's documentation.
+#
+# Upgrades: the .pkg (installer, MDM, Homebrew casks) replaces /Applications/kubetray.app and
+# its postinstall (scripts/postinstall) asks every user's running kubetray to restart into it;
+# dragging a new kubetray.app from the .dmg over the old one works too: the running kubetray
+# notices the new build in its bundle and restarts itself once idle (app/upgrade.py).
 #
 # Signing and notarization are driven by the environment:
 #   KUBETRAY_CODESIGN_IDENTITY  "Developer ID Application: Name (TEAMID)": sign the app and dmg
@@ -17,8 +23,8 @@ python=${1:-$root/.venv/bin/python}
 cd "$root"
 "$python" packaging/app_icon.py icns
 "$python" packaging/build.py
-version=$("$python" -c 'import tomllib; print(tomllib.load(open("pyproject.toml","rb"))["project"]["version"])')
 app=build/dist/kubetray.app
+version=$("$python" packaging/build.py version "$app")
 [ -x "$app/Contents/MacOS/kubetray-exec" ] || { echo "error: $app lacks kubetray-exec" >&2; exit 1; }
 /usr/libexec/PlistBuddy -c "Print :LSUIElement" "$app/Contents/Info.plist" | grep -q true
 
@@ -51,4 +57,19 @@ if [ -n "$profile" ] && [ -n "$identity" ]; then
 elif [ -n "$profile" ]; then
   echo "warning: KUBETRAY_NOTARY_PROFILE needs KUBETRAY_CODESIGN_IDENTITY: not notarized" >&2
 fi
-printf '%-40s %6.1f MB\n' "$dmg" "$(stat -f %z "$dmg" | awk '{print $1 / 1000000}')"
+
+# The .pkg: the same app, installed in /Applications, with the restart after an upgrade.
+pkg=build/dist/kubetray-$version.pkg
+pkgbuild --component "$app" --install-location /Applications --identifier io.kubetray.app \
+  --version "$version" --scripts packaging/macos/scripts "$pkg.unsigned"
+if [ -n "$identity" ]; then
+  installer_identity=$(echo "$identity" | sed 's/Developer ID Application/Developer ID Installer/')
+  productsign --sign "$installer_identity" "$pkg.unsigned" "$pkg" && rm "$pkg.unsigned"
+else
+  mv "$pkg.unsigned" "$pkg"
+fi
+[ -n "$profile" ] && [ -n "$identity" ] && xcrun notarytool submit "$pkg" \
+  --keychain-profile "$profile" --wait && xcrun stapler staple "$pkg"
+for f in "$dmg" "$pkg"; do
+  printf '%-40s %6.1f MB\n' "$f" "$(stat -f %z "$f" | awk '{print $1 / 1000000}')"
+done

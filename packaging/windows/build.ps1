@@ -11,7 +11,8 @@ $Root = Resolve-Path "$PSScriptRoot\..\.."
 Set-Location $Root
 & $Python packaging\app_icon.py ico; if ($LASTEXITCODE) { exit $LASTEXITCODE }
 & $Python packaging\build.py; if ($LASTEXITCODE) { exit $LASTEXITCODE }
-$Version = & $Python -c "import tomllib; print(tomllib.load(open('pyproject.toml','rb'))['project']['version'])"
+# The version git gave this build (packaging/build.py wrote it into the bundle).
+$Version = & $Python packaging\build.py version build\dist\kubetray
 
 function Sign($Path) {
   if ($env:KUBETRAY_SIGNTOOL_CERT) {

@@ -4,6 +4,14 @@
 ;   a Start-menu entry, optional start at login (the same Run value the app's Settings uses),
 ;   and the install directory on the user's PATH so a kubeconfig may say kubetray-exec
 ;   (kubetray setup writes the absolute path anyway).
+; Upgrades (written from Inno Setup's and Windows' documentation; NOT RUN HERE, Linux CI only):
+;   Windows locks a running program's files, so kubetray cannot be replaced under itself.
+;   CloseApplications has the Restart Manager close the running kubetray (app or agent: they
+;   stop as on "kubetray stop", logins come back from the Credential Manager), and
+;   RestartApplications starts again, with the same arguments, those that registered for it
+;   (app\restart_windows.py calls RegisterApplicationRestart at start). Uninstall asks the
+;   running kubetray to stop first (and to remove its start-at-login value), then ends what is
+;   left.
 #ifndef Version
   #define Version "0.0.0"
 #endif
@@ -21,6 +29,8 @@ ArchitecturesAllowed=x64compatible
 ArchitecturesInstallIn64BitMode=x64compatible
 ChangesEnvironment=yes
 CloseApplications=yes
+CloseApplicationsFilter=*.exe,*.dll,*.pyd
+RestartApplications=yes
 OutputDir=..\..\build\dist
 OutputBaseFilename=kubetray-{#Version}-setup
 SetupIconFile=..\..\build\kubetray.ico
@@ -54,6 +64,7 @@ Filename: "{app}\kubetrayw.exe"; Description: "Start kubetray now"; \
   Flags: nowait postinstall skipifsilent runasoriginaluser
 
 [UninstallRun]
+Filename: "{app}\kubetray.exe"; Parameters: "stop --remove-autostart"; Flags: runhidden runasoriginaluser; RunOnceId: "StopKubetrayCleanly"
 Filename: "taskkill.exe"; Parameters: "/IM kubetrayw.exe /IM kubetray.exe /F"; Flags: runhidden; RunOnceId: "StopKubetray"
 
 [Code]

@@ -14,7 +14,7 @@ import pytest
 import requests
 
 from app.oidc.client import OIDCClient
-from app.oidc.errors import LoginError
+from app.oidc.errors import ClockSkew, LoginError
 from app.oidc.loopback import LoopbackListener
 from app.oidc.settings import OIDCSettings
 from tests.idp import IdP, run_idp
@@ -134,8 +134,11 @@ def test_forged_id_tokens_are_refused(idp: IdP) -> None:
 def test_expired_id_token_is_refused(idp: IdP) -> None:
     token = password_tokens(idp)["id_token"]
     later = lambda: datetime.now(UTC) + timedelta(hours=2)  # noqa: E731 - the provider's TTL is 1 h
-    with pytest.raises(LoginError, match="it has expired"):
+    # A token that has expired when it arrives is refused; its iat is the provider's clock, so
+    # the person is told how far that clock is from this machine's (issue 29), not just "expired".
+    with pytest.raises(ClockSkew, match=r"2 h 0 min behind .*has already expired here") as refused:
         client(idp, clock=later).verify_id_token(token)
+    assert -7300 < refused.value.offset < -7100
 
 
 def test_nonce_must_match(idp: IdP) -> None:

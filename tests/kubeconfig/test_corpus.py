@@ -98,7 +98,35 @@ def test_setup_adds_cluster_user_and_context(case: Case) -> None:
                 assert entry in (after.get(kind) or []), f"{entry.get('name')} lost in {path}"
 
 
-def test_import_rewrites_only_kubelogin_users_and_undo_restores(case: Case) -> None:
+def _env(exec_: dict[str, Any]) -> dict[str, str]:
+    return {e["name"]: e["value"] for e in exec_.get("env") or []}
+
+
+def _converted(name: str, body: dict[str, Any]) -> tuple[str, list[str]]:
+    """(provider kind, kubetray-exec's args) an import must write for a user."""
+    if "exec" not in body:  # auth-provider: azure, as kubelogin convert-kubeconfig writes it
+        config = body["auth-provider"]["config"]
+        assert body["auth-provider"]["name"] == "azure" and config["config-mode"] == "1"
+        args = ["get-token", "--login", "devicecode", "--server-id", config["apiserver-id"]]
+        args += ["--client-id", config["client-id"], "--tenant-id", config["tenant-id"]]
+        return "entra", [*args, "--environment", config["environment"]]
+    exec_ = body["exec"]
+    flags = migrate.kubelogin_flags(exec_)
+    if flags is not None:
+        return "oidc", ["get-token", *flags, f"--name={name}"]  # named as the user
+    if os.path.basename(exec_["command"]) == "gke-gcloud-auth-plugin":
+        return "google", ["gke-gcloud-auth-plugin", *(exec_.get("args") or [])]
+    if os.path.basename(exec_["command"]) in ("aws", "aws-iam-authenticator"):
+        return "aws", list(exec_.get("args") or [])  # only the command changes (and env stays)
+    if "kubelogin" in exec_["command"]:  # Azure's: its own command line, every flag kept
+        return "entra", list(exec_["args"])
+    raise AssertionError(f"{name} was converted, but this test knows no rule for it")
+
+
+def test_import_rewrites_only_users_of_replaced_tools_and_undo_restores(case: Case) -> None:
+    from app.providers import default
+    from app.providers.aws.command import parse
+
     plan, changes, skipped = migrate.plan(case.view(), HELPER)
     case.apply(plan, "import")
     case.check_golden("import")
@@ -108,13 +136,24 @@ def test_import_rewrites_only_kubelogin_users_and_undo_restores(case: Case) -> N
         for name, body in _users(before).items():
             if name in changed:
                 new = _users(after[path])[name]["exec"]
-                assert new["command"] == HELPER and new["args"][0] == "get-token"
-                assert new["apiVersion"] == body["exec"]["apiVersion"]
-                old_flags = migrate.kubelogin_flags(body["exec"])
-                assert new["args"][1:] == [*old_flags, f"--name={name}"]  # named as the user
-            else:  # Azure's kubelogin, gke, aws, auth-providers, unknown flags: untouched
+                kind, args = _converted(name, body)
+                assert new["command"] == HELPER and new["args"] == args
+                assert new["apiVersion"] == body.get("exec", new)["apiVersion"]
+                if kind == "aws":  # the profile is the person's (no ~/.aws here): read only
+                    assert new.get("env") == body["exec"].get("env")
+                    parse(new["args"], _env(new))  # the same command line, read as the CLI
+                else:
+                    assert default().wanted(new["args"]).kind == kind  # it means that again
+            else:  # other auth-providers, unknown flags: untouched
                 assert _users(after[path])[name] == body
-    assert {s.user for s in skipped} <= {"future"}
+    # Left as they are, with the reason: a kubelogin flag kubetray does not know, an
+    # impersonating GKE user (kubetray does not impersonate service accounts), and an AKS
+    # cluster of the retired Azure AD v1 integration (--legacy).
+    assert {s.user for s in skipped} <= {
+        "future",
+        "gke_kubetray-proof_europe-west1_sa",
+        "clusterUser_rg-demo_aks-4",
+    }
     case.apply(records.undo(changes), "import --undo")
     assert case.contents() == case.original
 

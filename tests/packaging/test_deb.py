@@ -6,19 +6,19 @@ installed kubetray runs as the agent. Needs root (or password-less sudo) and dpk
 """
 
 import contextlib
+import json
 import os
 import shlex
-import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.peers import ROOT, KubetrayEnv, require, run_installed_suites
+from tests.packaging.conftest import as_root, pack
+from tests.peers import KubetrayEnv, require, run_installed_suites
 
 FILES = [
     "/opt/kubetray/kubetray",
@@ -30,35 +30,15 @@ FILES = [
 ]
 
 
-def _root() -> list[str]:
-    if os.geteuid() == 0:
-        return []
-    if shutil.which("sudo") and subprocess.run(["sudo", "-n", "true"], check=False).returncode == 0:
-        return ["sudo", "-n"]
-    require(False, "installing a .deb needs root or password-less sudo")
-    return []
-
-
 @pytest.fixture(scope="module")
-def deb() -> Path:
-    require(shutil.which("dpkg-deb") is not None, "needs dpkg-deb (Debian or Ubuntu)")
-    done = subprocess.run(
-        [str(ROOT / "packaging" / "linux" / "build.sh"), sys.executable],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=1800,
-    )
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
-    print(done.stdout.strip().splitlines()[-3:])  # the glibc and the package sizes
-    debs = sorted((ROOT / "build" / "dist").glob("kubetray_*.deb"))
-    assert debs, "no .deb built"
-    return debs[-1]
+def deb(bundle: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    deb, _ = pack(bundle, tmp_path_factory.mktemp("dist"))
+    return deb
 
 
 @pytest.fixture
 def installed(deb: Path) -> Iterator[Path]:
-    sudo = _root()
+    sudo = as_root()
     already = subprocess.run(["dpkg", "-s", "kubetray"], capture_output=True, check=False)
     require(already.returncode != 0, "kubetray is already installed here: not touching it")
     done = subprocess.run([*sudo, "dpkg", "-i", str(deb)], capture_output=True, text=True)
@@ -89,6 +69,11 @@ def test_the_deb_installs_serves_kubectl_and_removes_cleanly(
         ["/usr/bin/kubetray-exec", "--version"], capture_output=True, text=True, check=True
     )
     assert version.stdout.startswith("kubetray-exec ")
+    # Both programs say the version the package carries, git's (and the build).
+    built = json.loads(Path("/opt/kubetray/_internal/kubetray-build.json").read_text())
+    assert version.stdout.split()[1] == built["version"] and built["build"] in version.stdout
+    app = subprocess.run(["/usr/bin/kubetray", "--version"], capture_output=True, text=True)
+    assert app.stdout.split()[1] == built["version"]
 
     # The exec-plugin checklist and real kubectl, with the installed helper and agent.
     run_installed_suites(installed, "installed helper", timeout=900)

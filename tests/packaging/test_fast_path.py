@@ -27,11 +27,15 @@ import pytest
 from exec_helper import paths, protocol
 from exec_helper.errors import printable
 from tests import launcher
-from tests.peers import V1, KubetrayEnv, StartAgent, require, run_installed_suites
+from tests.peers import ROOT, V1, KubetrayEnv, StartAgent, require, run_installed_suites
 
 PYTHON_ANSWER = '{"kind":"ExecCredential","status":{"token":"from-python"}}\n'
 FAST_ANSWER = '{"kind":"ExecCredential","status":{"token":"from-c"}}\n'
-HELLO = protocol.frame(protocol.encode({"type": protocol.HELLO, "version": 1}))
+HELLO = protocol.frame(
+    protocol.encode({"type": protocol.HELLO, "version": 1, "kubetray": "0.2.0", "build": None})
+)
+OLD_HELLO = protocol.frame(protocol.encode({"type": protocol.HELLO, "version": 1}))
+"""What kubetray 0.1.0's agent says: the launcher leaves it to Python (which asks it to go)."""
 NOBODY = 65534
 
 
@@ -214,6 +218,10 @@ def test_the_c_request_is_the_python_request_field_for_field(
         KUBECONFIG=f"{tmp_path}/a:{tmp_path}/b",
         DBUS_SESSION_BUS_ADDRESS="unix:path=/run/user/0/bus",
         KUBETRAY_EXEC_FAST="1",
+        AWS_PROFILE="dev",  # PASSED_ENV_PREFIXES: the cloud tools' variables
+        AZURE_CLIENT_ID="c",
+        GOOGLE_APPLICATION_CREDENTIALS="/adc.json",
+        AWSPROFILE="not ours",
     )
     with stand_in(runtime, HELLO + result(exit=0, stdout="", stderr="")) as agent:
         done = run(builds["full"], env, *args)
@@ -234,6 +242,8 @@ def test_the_c_request_is_the_python_request_field_for_field(
     assert "KUBETRAY_GRANT_TYPE=authcode-keyboard" in fast["env"]
     assert "KUBETRAY_NOTE=café\n" in fast["env"]
     assert not set(names) & set(paths.INFRA_ENV)
+    assert {"AWS_PROFILE", "AZURE_CLIENT_ID", "GOOGLE_APPLICATION_CREDENTIALS"} <= set(names)
+    assert "AWSPROFILE" not in names
 
 
 def test_exec_info_is_sent_as_given(builds: dict[str, Path], runtime: Path, tmp_path: Path) -> None:
@@ -326,6 +336,7 @@ REPLIES = {
     + result(
         exit=1, stdout="", stderr="the kubetray agent does not know the request 'cached_credential'"
     ),
+    "0.1.0's hello": OLD_HELLO + result(exit=0, stdout=FAST_ANSWER, stderr="", answered=True),
     "another version": protocol.frame(protocol.encode({"type": "hello", "version": 2}))
     + result(exit=0, stdout=FAST_ANSWER, stderr="", answered=True),
     "message": HELLO + protocol.frame(protocol.encode({"type": "message", "text": "open this"})),
@@ -568,7 +579,10 @@ def test_help_version_and_kubelet_mode_go_straight_to_python(
         done = run(builds["full"], helper_env(runtime, tmp_path), *args)
     assert protocol.CACHED_CREDENTIAL not in agent.ops
     if args == ["--version"]:
-        assert done.stdout.decode() == f"kubetray-exec {protocol.VERSION}\n"
+        # The tree's version now (a package build in this run may have written it afresh).
+        written = (ROOT / "exec_helper" / "_version.py").read_text()
+        now = written.split('VERSION = "', 1)[1].split('"', 1)[0]
+        assert done.stdout.decode() == f"kubetray-exec {now}\n"
     elif "kubelet-credential-provider" not in args:
         assert done.returncode == 0 and b"usage" in done.stdout.lower()
 
@@ -585,6 +599,7 @@ static void list(const char *name, const char *const *items) {
 }
 int main(void) {
     static const char *const infra[] = {KT_INFRA_ENV}, *const passed[] = {KT_PASSED_ENV},
+                             *const prefixes[] = {KT_PASSED_PREFIXES},
                              *const help[] = {KT_HELP_ARGS};
     printf("%d\n%d\n%u\n%.17g\n", KT_PROTOCOL_VERSION, KT_HEADER_SIZE, KT_MAX_FRAME,
            KT_CACHED_TIMEOUT);
@@ -593,11 +608,12 @@ int main(void) {
     printf("%s\n%s\n%s\n%s\n%s\n%s\n%s\n%s\n", KT_NO_EXEC_INFO, KT_SOCKET_NAME, KT_APP,
            KT_ENV_PREFIX, KT_FORWARD_ENV, KT_RUNTIME_ENV, KT_TIMEOUT_ENV, KT_FAST_ENV);
     printf("%s\n%s\n", KT_EXEC_INFO_ENV, KT_KUBELET_MODE);
-    printf("%s %s %s %s %s %s %s %s %s %s %s %s\n", KT_KEY_OP, KT_KEY_TYPE, KT_KEY_VERSION,
-           KT_KEY_EXIT, KT_KEY_STDOUT, KT_KEY_STDERR, KT_KEY_EXEC_INFO, KT_KEY_ARGS, KT_KEY_ENV,
+    printf("%s %s %s %s %s %s %s %s %s %s %s %s %s\n", KT_KEY_OP, KT_KEY_TYPE, KT_KEY_VERSION,
+           KT_KEY_KUBETRAY, KT_KEY_EXIT, KT_KEY_STDOUT, KT_KEY_STDERR, KT_KEY_EXEC_INFO, KT_KEY_ARGS, KT_KEY_ENV,
            KT_KEY_STDIN_TTY, KT_KEY_STDERR_TTY, KT_KEY_PPID);
     list("infra", infra);
     list("passed", passed);
+    list("prefixes", prefixes);
     list("help", help);
     return 0;
 }
@@ -638,9 +654,21 @@ def test_the_generated_header_says_what_exec_helper_says(tmp_path: Path) -> None
         paths.FAST_ENV,
         helper.EXEC_INFO,
         helper.KUBELET_MODE,
-        " ".join(["op", "type", "version", "exit", "stdout", "stderr", *protocol.REQUEST_FIELDS]),
+        " ".join(
+            [
+                "op",
+                "type",
+                "version",
+                "kubetray",
+                "exit",
+                "stdout",
+                "stderr",
+                *list(protocol.REQUEST_FIELDS),
+            ]
+        ),
         " ".join(["infra", *paths.INFRA_ENV]),
         " ".join(["passed", *paths.PASSED_ENV]),
+        " ".join(["prefixes", *paths.PASSED_ENV_PREFIXES]),
         " ".join(["help", *helper.HELP_ARGS]),
     ]
     assert out.splitlines() == expected

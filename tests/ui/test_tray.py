@@ -355,3 +355,13 @@ def test_no_qt_warnings_at_start_up(qtbot, qtlog, parts, request, tray: bool) ->
     warnings = [r.message for r in qtlog.records if r.matches_level("WARNING")]
     assert "QSystemTrayIcon::setVisible: No Icon set" not in warnings
     assert [w for w in warnings if w not in OFFSCREEN_WARNINGS] == []
+
+
+def test_diagnostics_says_which_kubetray_this_is(view: TrayApp) -> None:
+    from exec_helper import version
+
+    view.show_diagnostics()
+    assert view.diagnostics is not None
+    assert version.VERSION in view.diagnostics.windowTitle()
+    assert f"kubetray {version.VERSION}" in view.diagnostics.figures.text()
+    assert version.VERSION in view.diagnostics.figures.toolTip()

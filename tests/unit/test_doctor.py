@@ -62,6 +62,22 @@ def test_doctor_starts_each_distinct_helper_once_and_names_the_users_of_each(
     assert f"{missing} does not exist" in checks[2].detail
 
 
+def test_an_agent_of_another_version_is_a_warning_with_the_restart() -> None:
+    from app.doctor import check_agent
+    from exec_helper.version import VERSION
+
+    def status(version: str, **more: object) -> dict[str, object]:
+        return {"agent": {"pid": 42, "version": version, "build": "b-1", **more}}
+
+    same = check_agent(lambda: status(VERSION))
+    assert same.ok and not same.warn and f"kubetray {VERSION}, build b-1" in same.detail
+    older = check_agent(
+        lambda: status("0.1.0", restart={"reason": "x", "waits_for": "the login to prod"})
+    )
+    assert older.ok and older.warn and older.remedy and "kubetray restart" in older.remedy
+    assert f"this kubetray is {VERSION}: it restarts into it once the login to prod" in older.detail
+
+
 def test_identities_the_agent_cannot_renew_or_save_are_failed_checks() -> None:
     from app.doctor import check_identities
 

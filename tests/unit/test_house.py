@@ -1,6 +1,7 @@
 """House rules: imports flow app → exec_helper only; the helper's hot path loads only builtins."""
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -92,15 +93,28 @@ def test_hot_path_loads_only_builtins(tmp_path: Path) -> None:
     assert loaded <= HOT_PATH_ALLOWED, loaded - HOT_PATH_ALLOWED
 
 
-def test_the_helper_and_the_app_carry_the_same_version() -> None:
+def test_one_version_from_git_for_both_programs() -> None:
+    """The version is written in one place: git (setuptools-scm writes exec_helper/_version.py
+    from it), and both programs read it from there (a package: from its build file)."""
     import tomllib
 
     from app import __version__
-    from exec_helper import protocol
+    from exec_helper import version
 
-    with open(Path(__file__).parents[2] / "pyproject.toml", "rb") as f:
-        project = tomllib.load(f)["project"]["version"]
-    assert protocol.VERSION == __version__ == project
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        project = tomllib.load(f)
+    assert "version" not in project["project"] and "version" in project["project"]["dynamic"]
+    scm = project["tool"]["setuptools_scm"]
+    assert scm["version_file"] == "exec_helper/_version.py"
+    assert __version__ is version.VERSION
+    if version.BUILD is None:  # a development install: what `make install` wrote
+        from exec_helper._version import VERSION
+
+        assert __version__ == VERSION
+    written = re.compile(r"""(VERSION|__version__)\s*=\s*["']\d""")
+    for path in [*(ROOT / "app").rglob("*.py"), *(ROOT / "exec_helper").rglob("*.py")]:
+        if path.name != "_version.py":
+            assert not written.search(path.read_text()), f"{path} writes a version down"
 
 
 def _modules(package: str) -> list[Path]:

@@ -24,6 +24,9 @@ def executables(platform: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     import sys
 
     monkeypatch.setattr(sys, "platform", platform)
+    build = tmp_path / "kubetray-build.json"  # what build.py writes first (a fresh clone has none)
+    build.write_text('{"version": "0.0.0", "build": "test"}')
+    monkeypatch.setenv("KUBETRAY_BUILD_FILE", str(build))
     with zipfile.ZipFile(tmp_path / "base_library.zip", "w"):
         pass
     exes: dict[str, Any] = {}
