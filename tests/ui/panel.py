@@ -17,8 +17,16 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from jeepney import DBusAddress, MatchRule, Message, Properties, message_bus, new_method_call
-from jeepney.io.threading import DBusRouter, Proxy, open_dbus_connection
+from jeepney import (
+    DBusAddress,
+    HeaderFields,
+    MatchRule,
+    Message,
+    Properties,
+    message_bus,
+    new_method_call,
+)
+from jeepney.io.threading import DBusRouter, open_dbus_connection
 
 WATCHER = "org.kde.StatusNotifierWatcher"
 WATCHER_PATH = "/StatusNotifierWatcher"
@@ -33,17 +41,25 @@ def watcher_installed() -> bool:
 
 @contextmanager
 def running_watcher() -> Iterator[subprocess.Popen[bytes]]:
-    """The real StatusNotifierWatcher on the session bus until the block ends."""
+    """The real StatusNotifierWatcher on the session bus until the block ends, answering.
+
+    This watcher takes its bus name first and exports its object a moment later
+    (status-notifier-item's startWatcher: requestName, then export): a call in between gets
+    UnknownObject. So it is ready once its object answers, not once its name is owned."""
     proc = subprocess.Popen(
         ["status-notifier-watcher"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     try:
         with open_dbus_router() as router:
-            bus = Proxy(message_bus, router, timeout=2)
+            watcher = DBusAddress(WATCHER_PATH, bus_name=WATCHER, interface=WATCHER)
+            version = Properties(watcher).get("ProtocolVersion")
             deadline = time.monotonic() + 10
-            while not bus.NameHasOwner(WATCHER)[0]:
+            while True:
                 assert proc.poll() is None, "status-notifier-watcher exited"
-                assert time.monotonic() < deadline, "the watcher never took its name"
+                reply = router.send_and_get_reply(version, timeout=2)
+                if reply.header.message_type.name != "error":
+                    break
+                assert time.monotonic() < deadline, f"the watcher never answered: {reply.body}"
                 time.sleep(0.05)
         yield proc
     finally:
@@ -91,7 +107,8 @@ class Panel:
             raise out["error"]
         reply = out["reply"]
         if reply.header.message_type.name == "error":
-            raise RuntimeError(f"{message.header.fields}: {reply.body}")
+            error = reply.header.fields.get(HeaderFields.error_name)
+            raise RuntimeError(f"{message.header.fields}: {error} {reply.body}")
         return reply.body
 
     # -- the watcher --------------------------------------------------------------------------
