@@ -199,6 +199,7 @@ class TrayApp(QObject):
         if tray is None:
             self.host = host or TrayHost()
             self.host.changed.connect(self._host_changed)
+            self.host.watcher_back.connect(self._register_again)
             tray = self.host.available
         if tray:
             self._show_tray()
@@ -228,6 +229,13 @@ class TrayApp(QObject):
             self._show_tray()
         else:
             self._hide_tray()
+
+    def _register_again(self) -> None:
+        """A panel's watcher came back and may have refused Qt's registration of the icon (it
+        answered late): Qt registers an icon when it is shown, over a connection of its own."""
+        if self.tray is not None and not self._closed:
+            self.tray.hide()
+            self.tray.show()
 
     def _show_tray(self) -> None:
         if self.tray is not None:
