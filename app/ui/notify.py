@@ -6,17 +6,24 @@ last, ``replaces_id``), withdrawn (CloseNotification) when what it asked for is 
 and all of ours withdrawn when the app quits, so no button outlives the program that answers
 it. Each has a ``default`` action: a click on the notification itself.
 
-Where there is no such service (Windows, macOS, a bare X session) ``notify`` returns False and
-the tray shows Qt's message instead: on Windows 10 and 11 that is the system's own toast
-(Shell_NotifyIcon, kept in the Action Center), on macOS Qt posts it to Notification Center;
-only a bare X session gets a drawn balloon. D-Bus goes through jeepney (pure Python, already
-there for the Secret Service); ActionInvoked and NotificationClosed are read on a thread and
-handed to Qt as a signal.
+Where there is no such service (Windows, macOS, a bare X session) the tray shows Qt's message
+instead (``notify`` returns False, or calls ``otherwise`` a moment later): on Windows 10 and 11
+that is the system's own toast (Shell_NotifyIcon, kept in the Action Center), on macOS Qt posts
+it to Notification Center; only a bare X session gets a drawn balloon. D-Bus goes through
+jeepney (pure Python, already there for the Secret Service).
+
+The GUI thread never waits on the service: Notify and CloseNotification are made in order on a
+thread of their own (``notify`` only queues), so a daemon that hangs, or one the bus starts on
+demand (xfce4-notifyd), or fails to start, costs the person nothing but the notification.
+ActionInvoked and NotificationClosed are read on another thread and handed to Qt as signals.
 """
 
+import itertools
 import logging
+import queue
 import sys
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import QObject, Signal
@@ -28,6 +35,10 @@ log = logging.getLogger(__name__)
 SERVICE = "org.freedesktop.Notifications"
 PATH = "/org/freedesktop/Notifications"
 CALL_TIMEOUT = 2.0
+NOTIFY_TIMEOUT = 10.0
+"""Seconds a Notify may take: the bus may be starting the service (D-Bus activation)."""
+CLOSE_WAIT = 3.0
+"""Seconds quitting waits for our notifications to be withdrawn."""
 DEFAULT = "default"
 """The action key of a click on the notification itself (Desktop Notifications spec)."""
 
@@ -37,16 +48,24 @@ class DesktopNotifications(QObject):
 
     action = Signal(str, str)  # the name given to notify(), the action's key
     _closed = Signal(int)  # a notification the service closed (expired, dismissed, ours)
+    _done = Signal(int, bool)  # a notify() call's number, and whether the service showed it
 
     def __init__(self) -> None:
         super().__init__()
         self._conn: Any = None
         self._router: Any = None
+        self._lock = threading.Lock()
         self._names: dict[int, str] = {}
         self._last: dict[str, int] = {}
         self._stop = threading.Event()
         self._listener: threading.Thread | None = None
+        self._jobs: queue.Queue[Callable[[], None] | None] = queue.Queue()
+        self._caller: threading.Thread | None = None
+        self._otherwise: dict[int, Callable[[], None]] = {}
+        """What to do instead, by notify() call, until the service said (GUI thread only)."""
+        self._count = itertools.count(1)
         self._closed.connect(self._forget)
+        self._done.connect(self._shown_or_not)
         if not sys.platform.startswith("linux"):
             return
         try:
@@ -64,9 +83,12 @@ class DesktopNotifications(QObject):
             return
         self._listener = threading.Thread(target=self._listen, name="notify", daemon=True)
         self._listener.start()
+        self._caller = threading.Thread(target=self._call_in_turn, name="notify-calls", daemon=True)
+        self._caller.start()
 
     def available(self) -> bool:
-        """Whether a notification service runs in this session now."""
+        """Whether a notification service runs in this session now (a round trip to the bus:
+        not for the GUI thread)."""
         if self._router is None:
             return False
         from jeepney import message_bus
@@ -80,44 +102,77 @@ class DesktopNotifications(QObject):
 
     def showing(self, name: str) -> bool:
         """Whether a notification about ``name`` is on screen (as far as the service said)."""
-        return name in self._last
+        with self._lock:
+            return name in self._last
 
     def notify(
-        self, name: str, title: str, text: str, actions: tuple[tuple[str, str], ...] = ()
+        self,
+        name: str,
+        title: str,
+        text: str,
+        actions: tuple[tuple[str, str], ...] = (),
+        otherwise: Callable[[], None] | None = None,
     ) -> bool:
         """Show a notification about ``name``, replacing the last one about it; ``actions`` are
-        (key, label), ``DEFAULT`` for a click on the notification. False when there is no
-        service."""
-        if not self.available():
+        (key, label), ``DEFAULT`` for a click on the notification. Returns at once: False when
+        there is no session bus; when the service turns out not to be there, or fails,
+        ``otherwise`` is called (on the GUI thread)."""
+        if self._caller is None:
             return False
+        number = next(self._count)
+        if otherwise is not None:
+            self._otherwise[number] = otherwise
         flat = [part for key, label in actions for part in (key, label)]
         icon = icons.app_icon_file().as_uri()
         hints: dict[str, tuple[str, Any]] = {
             "desktop-entry": ("s", "kubetray"),
             "image-path": ("s", icon),
         }
-        replaces = self._last.get(name, 0)
-        reply = self._call(
-            "Notify",
-            "susssasa{sv}i",
-            ("kubetray", replaces, icon, title, text, flat, hints, -1),
-        )
-        if reply is None:
-            return False
-        (ident,) = reply
-        self._names[int(ident)] = name
-        self._last[name] = int(ident)
+
+        def show() -> None:
+            with self._lock:
+                replaces = self._last.get(name, 0)
+            body = ("kubetray", replaces, icon, title, text, flat, hints, -1)
+            reply = self._call("Notify", "susssasa{sv}i", body, NOTIFY_TIMEOUT)
+            if reply is not None:
+                (ident,) = reply
+                with self._lock:
+                    self._names[int(ident)] = name
+                    self._last[name] = int(ident)
+            self._done.emit(number, reply is not None)
+
+        self._jobs.put(show)
         return True
 
     def withdraw(self, name: str) -> None:
         """Take the notification about ``name`` off the screen (its question is answered)."""
-        ident = self._last.pop(name, None)
-        if ident is None:
+        if self._caller is None:
             return
-        self._names.pop(ident, None)
-        self._call("CloseNotification", "u", (ident,))
 
-    def _call(self, method: str, signature: str, body: tuple[Any, ...]) -> tuple[Any, ...] | None:
+        def close() -> None:
+            with self._lock:
+                ident = self._last.pop(name, None)
+                if ident is not None:
+                    self._names.pop(ident, None)
+            if ident is not None:
+                self._call("CloseNotification", "u", (ident,))
+
+        self._jobs.put(close)
+
+    def _call_in_turn(self) -> None:
+        """Make the queued calls, one after the other (a replacement after what it replaces)."""
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            try:
+                job()
+            except Exception:  # a bug of ours must not end the notifications
+                log.exception("a notification call failed")
+
+    def _call(
+        self, method: str, signature: str, body: tuple[Any, ...], timeout: float = CALL_TIMEOUT
+    ) -> tuple[Any, ...] | None:
         from jeepney import DBusAddress, new_method_call
 
         if self._router is None:
@@ -126,7 +181,7 @@ class DesktopNotifications(QObject):
             DBusAddress(PATH, bus_name=SERVICE, interface=SERVICE), method, signature, body
         )
         try:
-            reply = self._router.send_and_get_reply(message, timeout=CALL_TIMEOUT)
+            reply = self._router.send_and_get_reply(message, timeout=timeout)
             if reply.header.message_type.name == "error":
                 raise RuntimeError(reply.body[0] if reply.body else "an error")
             return tuple(reply.body)
@@ -134,16 +189,20 @@ class DesktopNotifications(QObject):
             log.info("the notification service did not answer %s: %s", method, e)
             return None
 
+    def _shown_or_not(self, number: int, shown: bool) -> None:
+        otherwise = self._otherwise.pop(number, None)
+        if not shown and otherwise is not None:
+            otherwise()
+
     def _forget(self, ident: int) -> None:
-        name = self._names.pop(ident, None)
-        if name is not None and self._last.get(name) == ident:
-            del self._last[name]
+        with self._lock:
+            name = self._names.pop(ident, None)
+            if name is not None and self._last.get(name) == ident:
+                del self._last[name]
 
     def _listen(self) -> None:
         """Read ActionInvoked and NotificationClosed. On the connection that sent Notify: some
         services (dunst, GNOME Shell) send them to the notification's sender only."""
-        import queue
-
         from jeepney import HeaderFields, MatchRule, message_bus
         from jeepney.io.threading import Proxy
 
@@ -167,14 +226,28 @@ class DesktopNotifications(QObject):
                 self._closed.emit(int(message.body[0]))
             elif member == "ActionInvoked":
                 ident, key = message.body
-                name = self._names.get(int(ident))
+                with self._lock:
+                    name = self._names.get(int(ident))
                 if name is not None:
                     self.action.emit(name, str(key))
 
     def close(self) -> None:
-        """Withdraw every notification of ours (the app is quitting), then let go of the bus."""
-        for name in list(self._last):
-            self.withdraw(name)
+        """Withdraw every notification of ours (the app is quitting; the calls queued before go
+        first, for CLOSE_WAIT at most), then let go of the bus."""
+        if self._caller is not None:
+
+            def withdraw_all() -> None:  # after what is queued: a notification on its way too
+                with self._lock:
+                    idents = list(self._last.values())
+                    self._last.clear()
+                    self._names.clear()
+                for ident in idents:
+                    self._call("CloseNotification", "u", (ident,))
+
+            self._jobs.put(withdraw_all)
+            self._jobs.put(None)
+            self._caller.join(CLOSE_WAIT)
+            self._caller = None
         self._stop.set()
         if self._listener is not None:
             self._listener.join(2)

@@ -201,6 +201,7 @@ class TrayApp(QObject):
         if tray is None:
             self.host = host or TrayHost()
             self.host.changed.connect(self._host_changed)
+            self.host.watcher_back.connect(self._register_again)
             tray = self.host.available
         if tray:
             self._show_tray()
@@ -230,6 +231,13 @@ class TrayApp(QObject):
             self._show_tray()
         else:
             self._hide_tray()
+
+    def _register_again(self) -> None:
+        """A panel's watcher came back and may have refused Qt's registration of the icon (it
+        answered late): Qt registers an icon when it is shown, over a connection of its own."""
+        if self.tray is not None and not self._closed:
+            self.tray.hide()
+            self.tray.show()
 
     def _show_tray(self) -> None:
         if self.tray is not None:
@@ -473,11 +481,25 @@ class TrayApp(QObject):
             buttons = tuple((k, f"{label}…" if k == "copy" else label) for k, label in buttons)
         labels = dict(buttons)
         actions = ((DEFAULT, labels.get(default, "Open kubetray")), *buttons)
-        if self.desktop_notifications.notify(name, title, text, actions):
+        if buttons and buttons[0][0] == "open":  # Qt's message has no buttons: say where
+            instead = f"{text} (Open login page and Copy link are in kubetray's menu.)"
+        else:
+            instead = text
+
+        def otherwise() -> None:  # the service is not there after all, or it failed
+            if self._notified.get(name) == kind:
+                del self._notified[name]
+            self._show_message(kind, name, title, instead, default)
+
+        if self.desktop_notifications.notify(name, title, text, actions, otherwise):
             self._notified[name] = kind
             return  # the desktop's own service shows it (history, do-not-disturb, actions)
-        if buttons and buttons[0][0] == "open":  # Qt's message has no buttons: say where
-            text = f"{text} (Open login page and Copy link are in kubetray's menu.)"
+        self._show_message(kind, name, title, instead, default)
+
+    def _show_message(self, kind: str, name: str, title: str, text: str, default: str) -> None:
+        """Qt's message, where the desktop has no notification service."""
+        if self._closed:
+            return
         if self.tray is not None:
             self._message = (name, default)  # a click on it does what the click would do
             self.tray.showMessage(title, text, icons.state_icon(self.state))

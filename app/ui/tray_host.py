@@ -14,16 +14,34 @@ X11 an XEmbed tray, the `_NET_SYSTEM_TRAY_Sn` selection), so this watches for ch
 
 A tray that goes away is reported only after GRACE seconds without one, so a panel that
 restarts does not bring the window up and down.
+
+A watcher that appears counts once it answers on its object, not when it takes its name: some
+take the name first and export the object a moment later (status-notifier-watcher, taffybar's,
+does requestName then export), and Qt registers its item once, at once, and only warns when
+that fails, so the icon would never show. When a watcher that came back within GRACE answers,
+the icon Qt registered too early is shown anew, and so registered again (``watcher_back``). All of
+it is asynchronous: the GUI thread never waits on a panel.
 """
 
 import sys
+import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QSystemTrayIcon
 
+if TYPE_CHECKING:
+    from PySide6.QtDBus import QDBusPendingCallWatcher
+
 WATCHER = "org.kde.StatusNotifierWatcher"
+WATCHER_PATH = "/StatusNotifierWatcher"
+ANSWER_WAIT = 10.0
+"""Seconds a watcher that has its name may take to answer; then it counts all the same (Qt's
+registration is tried as it always was)."""
+ASK_EVERY = 0.1
+"""Seconds between two asks to a watcher that has its name but not yet its object."""
 POLL = 2.0
 """Seconds between looks at the X11 tray selection (a round trip to the X server)."""
 GRACE = 3.0
@@ -34,6 +52,9 @@ class TrayHost(QObject):
     """``available`` now, and ``changed(bool)`` when it flips (going away after GRACE)."""
 
     changed = Signal(bool)
+    watcher_back = Signal()
+    """A watcher answers now that may have missed the icon's registration (it came back within
+    GRACE, and Qt registered at once): an icon that is shown should be shown anew."""
 
     def __init__(
         self,
@@ -45,6 +66,15 @@ class TrayHost(QObject):
         self._probe = probe
         self._watcher: QObject | None = None
         self._bus_has_watcher = False
+        """A StatusNotifierWatcher is on the bus and answers (or took too long to)."""
+        self._starting = False
+        """A watcher has the name and has not answered yet: nothing changes meanwhile."""
+        self._generation = 0
+        """Counts watchers that appeared: an answer meant for an earlier one is dropped."""
+        self._asking_since = 0.0
+        self._register_again = False
+        """Qt may have registered its item while the watcher could not answer yet."""
+        self._calls: set[QDBusPendingCallWatcher] = set()
         self._watch_bus()
         self.available = self._look()
         self._poll = QTimer(self)
@@ -78,14 +108,63 @@ class TrayHost(QObject):
         if interface is not None:
             reply = interface.isServiceRegistered(WATCHER)
             self._bus_has_watcher = bool(reply.value()) if reply.isValid() else False
+        if self._bus_has_watcher:
+            # Counted at once (the usual start: the panel has long been there); should it be
+            # starting this very moment, its answer registers the icon again.
+            self._generation += 1
+            self._asking_since = time.monotonic()
+            self._ask_watcher(self._generation)
 
     def _bus_changed(self, registered: bool) -> None:
-        self._bus_has_watcher = registered
+        self._generation += 1
+        self._bus_has_watcher = False
+        self._starting = registered
+        if registered:
+            self._register_again = True  # Qt registers on its own when a watcher appears
+            self._asking_since = time.monotonic()
+            self._ask_watcher(self._generation)
         self.check()
+
+    def _ask_watcher(self, generation: int) -> None:
+        """Ask the watcher for its ProtocolVersion: any answer means its object is there."""
+        from PySide6.QtDBus import QDBusConnection, QDBusMessage, QDBusPendingCallWatcher
+
+        ask = QDBusMessage.createMethodCall(
+            WATCHER, WATCHER_PATH, "org.freedesktop.DBus.Properties", "Get"
+        )
+        ask.setArguments([WATCHER, "ProtocolVersion"])
+        call = QDBusPendingCallWatcher(QDBusConnection.sessionBus().asyncCall(ask, 2000), self)
+        self._calls.add(call)
+        call.finished.connect(lambda done: self._answered(done, generation))
+
+    def _answered(self, call: "QDBusPendingCallWatcher", generation: int) -> None:
+        self._calls.discard(call)
+        failed = call.isError()
+        call.deleteLater()
+        if generation != self._generation:
+            return  # that watcher has gone since (or another took its place)
+        if failed:
+            self._register_again = True
+            if time.monotonic() - self._asking_since < ANSWER_WAIT:
+                QTimer.singleShot(int(ASK_EVERY * 1000), self, lambda: self._retry(generation))
+                return
+        was = self.available
+        self._starting = False
+        self._bus_has_watcher = True
+        self.check()  # a tray that was not there: the icon is made now, and Qt registers it
+        if was and self._register_again:
+            self.watcher_back.emit()
+        self._register_again = False
+
+    def _retry(self, generation: int) -> None:
+        if generation == self._generation:
+            self._ask_watcher(generation)
 
     def _look(self) -> bool:
         if self._bus_has_watcher:
             return True
+        if self._starting:
+            return self.available  # as it was, until the watcher answers
         if sys.platform.startswith("linux") and QGuiApplication.platformName() != "xcb":
             # Qt's answer here would open a D-Bus connection of its own each time, and only
             # a StatusNotifierWatcher can host an icon on Wayland: the bus said there is none.
@@ -110,5 +189,6 @@ class TrayHost(QObject):
             self.changed.emit(False)
 
     def stop(self) -> None:
+        self._generation += 1  # answers still on their way change nothing
         self._poll.stop()
         self._gone.stop()

@@ -17,8 +17,20 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from jeepney import DBusAddress, MatchRule, Message, Properties, message_bus, new_method_call
-from jeepney.io.threading import DBusRouter, Proxy, open_dbus_connection
+from jeepney import (
+    DBusAddress,
+    HeaderFields,
+    MatchRule,
+    Message,
+    MessageType,
+    Properties,
+    message_bus,
+    new_error,
+    new_method_call,
+    new_method_return,
+)
+from jeepney.io import blocking
+from jeepney.io.threading import DBusRouter, open_dbus_connection
 
 WATCHER = "org.kde.StatusNotifierWatcher"
 WATCHER_PATH = "/StatusNotifierWatcher"
@@ -33,22 +45,109 @@ def watcher_installed() -> bool:
 
 @contextmanager
 def running_watcher() -> Iterator[subprocess.Popen[bytes]]:
-    """The real StatusNotifierWatcher on the session bus until the block ends."""
+    """The real StatusNotifierWatcher on the session bus until the block ends, answering.
+
+    This watcher takes its bus name first and exports its object a moment later
+    (status-notifier-item's startWatcher: requestName, then export): a call in between gets
+    UnknownObject. So it is ready once its object answers, not once its name is owned."""
     proc = subprocess.Popen(
         ["status-notifier-watcher"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     try:
         with open_dbus_router() as router:
-            bus = Proxy(message_bus, router, timeout=2)
+            watcher = DBusAddress(WATCHER_PATH, bus_name=WATCHER, interface=WATCHER)
+            version = Properties(watcher).get("ProtocolVersion")
             deadline = time.monotonic() + 10
-            while not bus.NameHasOwner(WATCHER)[0]:
+            while True:
                 assert proc.poll() is None, "status-notifier-watcher exited"
-                assert time.monotonic() < deadline, "the watcher never took its name"
+                reply = router.send_and_get_reply(version, timeout=2)
+                if reply.header.message_type.name != "error":
+                    break
+                assert time.monotonic() < deadline, f"the watcher never answered: {reply.body}"
                 time.sleep(0.05)
         yield proc
     finally:
         proc.terminate()
         proc.wait(5)
+
+
+class LateWatcher:
+    """What a StatusNotifierWatcher that takes its name before its object is there looks like to
+    an item: status-notifier-watcher does it for a moment (requestName, then export); this one
+    stretches that moment to ``late`` seconds, answering UnknownObject meanwhile, then keeps a
+    list of items as a watcher does. Which items registered, and when, is in ``registered``."""
+
+    def __init__(self, late: float) -> None:
+        self.late = late
+        self.registered: list[tuple[float, str]] = []
+        self.refused = 0
+        self._stop = threading.Event()
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+        assert self._ready.wait(10), "the late watcher never took its name"
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def items(self) -> list[str]:
+        return sorted({name for _, name in self.registered})
+
+    def _serve(self) -> None:
+        with blocking.open_dbus_connection("SESSION") as conn:
+            (got,) = conn.send_and_get_reply(message_bus.RequestName(WATCHER, 4)).body
+            assert got == 1, f"RequestName answered {got}"  # the primary owner
+            answers_from = time.monotonic() + self.late
+            self._ready.set()
+            while not self._stop.is_set():
+                try:
+                    msg = conn.receive(timeout=0.1)
+                except TimeoutError:
+                    continue
+                if msg.header.message_type is not MessageType.method_call:
+                    continue
+                if time.monotonic() < answers_from:
+                    self.refused += 1
+                    path = msg.header.fields.get(HeaderFields.path)
+                    error = "org.freedesktop.DBus.Error.UnknownObject"
+                    conn.send(new_error(msg, error, "s", (f"no object at {path}",)))
+                    continue
+                conn.send(self._answer(msg))
+
+    def _answer(self, msg: Message) -> Message:
+        member = msg.header.fields.get(HeaderFields.member)
+        if member == "RegisterStatusNotifierItem":
+            (service,) = msg.body
+            if service.startswith("/"):  # a path: the item is the sender's
+                service = f"{msg.header.fields.get(HeaderFields.sender)}{service}"
+            self.registered.append((time.monotonic(), service))
+            return new_method_return(msg)
+        if member == "RegisterStatusNotifierHost":
+            return new_method_return(msg)
+        values = {
+            "RegisteredStatusNotifierItems": ("as", self.items()),
+            "IsStatusNotifierHostRegistered": ("b", True),
+            "ProtocolVersion": ("i", 0),
+        }
+        if member == "Get" and msg.body[1] in values:
+            return new_method_return(msg, "v", (values[msg.body[1]],))
+        if member == "GetAll":
+            return new_method_return(msg, "a{sv}", (values,))
+        return new_error(msg, "org.freedesktop.DBus.Error.UnknownMethod", "s", (str(member),))
+
+
+@contextmanager
+def late_watcher(late: float) -> Iterator[LateWatcher]:
+    """A StatusNotifierWatcher whose object answers ``late`` seconds after it took its name."""
+    watcher = LateWatcher(late)
+    watcher.start()
+    try:
+        yield watcher
+    finally:
+        watcher.stop()
 
 
 @contextmanager
@@ -91,7 +190,8 @@ class Panel:
             raise out["error"]
         reply = out["reply"]
         if reply.header.message_type.name == "error":
-            raise RuntimeError(f"{message.header.fields}: {reply.body}")
+            error = reply.header.fields.get(HeaderFields.error_name)
+            raise RuntimeError(f"{message.header.fields}: {error} {reply.body}")
         return reply.body
 
     # -- the watcher --------------------------------------------------------------------------

@@ -43,9 +43,15 @@ class NotificationServer:
     """What a desktop's notification daemon does, as far as kubetray can tell: owns the name,
     takes Notify calls and numbers them, and sends ActionInvoked when asked to."""
 
-    def __init__(self) -> None:
+    def __init__(self, answer: bool = True) -> None:
+        """``answer``: False for a service that takes Notify calls but answers them only when
+        ``answer_now()`` is called (one that hangs, or that the bus is still starting)."""
         self.received: list[tuple[Any, ...]] = []
         self.closed: list[int] = []
+        self.answering = threading.Event()
+        if answer:
+            self.answering.set()
+        self._held: list[Any] = []
         self.conn = open_dbus_connection("SESSION")
         reply = Proxy(message_bus, self.conn).RequestName(SERVICE, 4)  # DO_NOT_QUEUE
         assert reply == (1,), "another notification service owns the name"
@@ -55,6 +61,10 @@ class NotificationServer:
 
     def _serve(self) -> None:
         while not self._stop.is_set():
+            if self.answering.is_set():  # the calls it held, answered now
+                for held in self._held:
+                    self.conn.send(new_method_return(held, "u", (held.body[1] or 1,)))
+                self._held.clear()
             try:
                 msg = self.conn.receive(timeout=0.2)
             except TimeoutError:
@@ -62,7 +72,10 @@ class NotificationServer:
             if msg.header.message_type != MessageType.method_call:
                 continue
             member = msg.header.fields.get(HeaderFields.member)
-            if member == "Notify":
+            if member == "Notify" and not self.answering.is_set():
+                self.received.append(tuple(msg.body))
+                self._held.append(msg)
+            elif member == "Notify":
                 self.received.append(tuple(msg.body))
                 replaces = msg.body[1]
                 self.conn.send(new_method_return(msg, "u", (replaces or len(self.received),)))
@@ -130,7 +143,29 @@ def test_without_a_service_the_balloon_stands_in(qtbot, view) -> None:  # type: 
     assert app.tray is not None
     app.tray.showMessage = lambda title, *_: shown.append(title)  # type: ignore[method-assign]
     app.show_notification("failure", "x", "Login to x failed", "because")
-    assert shown == ["Login to x failed"]
+    qtbot.wait_until(lambda: shown == ["Login to x failed"], timeout=5000)
+
+
+def test_a_service_slow_to_answer_holds_nothing_up(qtbot, view) -> None:  # type: ignore[no-untyped-def]
+    """The app never waits for the notification service: one that hangs, or that the bus is
+    still starting, shows the notification when it answers, and the app goes on meanwhile
+    (it used to wait up to 2 s for each, then show Qt's balloon as well)."""
+    app, _ = view
+    shown: list[str] = []
+    assert app.tray is not None
+    app.tray.showMessage = lambda title, *_: shown.append(title)  # type: ignore[method-assign]
+    server = NotificationServer(answer=False)
+    try:
+        app.show_notification("failure", "x", "Login to x failed", "because")
+        qtbot.wait_until(lambda: len(server.received) == 1, timeout=5000)
+        assert not app.desktop_notifications.showing("x")  # asked, and not answered yet
+        server.answering.set()  # the service answers: after show_notification returned
+        qtbot.wait_until(lambda: app.desktop_notifications.showing("x"), timeout=5000)
+        app.withdraw_notification("x")
+        qtbot.wait_until(lambda: server.closed == [1], timeout=5000)
+        assert shown == []  # the desktop's notification, and no balloon besides
+    finally:
+        server.close()
 
 
 def test_the_persons_own_cancel_notifies_nothing(qtbot, server: NotificationServer, view) -> None:  # type: ignore[no-untyped-def]

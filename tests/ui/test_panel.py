@@ -13,11 +13,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from jeepney import DBusAddress, Properties
 
 from tests.idp import run_idp
 from tests.peers import KubetrayEnv
 from tests.ui.desktop import require_desktop, running_app, xvfb
-from tests.ui.panel import Panel, open_dbus_router, running_watcher
+from tests.ui.panel import ITEM, Panel, late_watcher, open_dbus_router, running_watcher
 
 pytestmark = pytest.mark.skipif(
     not os.environ.get("DBUS_SESSION_BUS_ADDRESS"), reason="no D-Bus session: run with-keyring"
@@ -72,6 +73,35 @@ def test_a_panel_that_starts_later_gets_the_icon_and_the_window_comes_back_when_
             panel.register()
             until(lambda: has_item(panel), what="the item registered again")
         assert "the icon is in the tray" in app.stderr()
+        assert "Traceback" not in app.stderr()
+
+
+def test_a_watcher_that_answers_after_taking_its_name_still_gets_the_icon(
+    kt: KubetrayEnv, display: str, panel: Panel
+) -> None:
+    """status-notifier-watcher (taffybar's) owns its bus name a moment before its object
+    answers, and Qt registers the icon once, at once, only warning when that fails: the icon
+    would never show. Here that moment lasts a second, when a panel starts after kubetray and
+    when it restarts (within the grace in which the icon stays)."""
+
+    def answers(service: str) -> bool:  # the item the watcher lists is kubetray's, alive
+        address = DBusAddress("/StatusNotifierItem", bus_name=service, interface=ITEM)
+        (value,) = panel.send(Properties(address).get("IconName"))
+        return bool(value[1] == "kubetray-none-symbolic")
+
+    with running_app(kt, display, []) as app:
+        until(lambda: "kubetray (no system tray here)" in app.visible_windows(display))
+        with late_watcher(1.0) as watcher:  # the panel starts
+            until(lambda: watcher.items(), what="the item registered")
+            until(lambda: app.visible_windows(display) == [], what="the stand-in window gone")
+            assert watcher.refused > 0  # it was asked before it could answer
+            [service] = watcher.items()
+            assert answers(service)
+        with late_watcher(1.0) as watcher:  # the panel restarted: Qt registers too early
+            until(lambda: watcher.items(), what="the item registered again")
+            [service] = watcher.items()
+            assert answers(service) and watcher.refused > 0
+            assert app.visible_windows(display) == []  # it came back within the grace
         assert "Traceback" not in app.stderr()
 
 

@@ -92,6 +92,7 @@ def test_the_main_window_with_a_long_link_and_a_long_error(
         assert "invalid_grant" in window.detail.text()
         fits(window)
         view.show_notification("failure", "ops", "Login to ops failed", ERROR)
+        qtbot.wait_until(lambda: "Login to ops failed" in window.notice.text(), timeout=5000)
         fits(window)
         texts = view.action_texts()
         for text in texts:  # the menu too: one short line each

@@ -176,6 +176,7 @@ class Host(QObject):
     """A desktop's tray as TrayApp sees it (tray_host.TrayHost), switched by the test."""
 
     changed = Signal(bool)
+    watcher_back = Signal()
 
     def __init__(self) -> None:
         super().__init__()
