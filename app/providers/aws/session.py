@@ -44,6 +44,7 @@ from botocore.credentials import (
     ProfileProviderBuilder,
 )
 
+from app.providers.aws import data
 from app.providers.aws.command import EksCommand
 
 
@@ -68,12 +69,20 @@ class CallerSession(botocore.session.Session):  # type: ignore[misc]
         self._caller_environ = dict(environ)
         super().__init__(profile=profile)
         chain = ConfigChainFactory(session=self, environ=self._caller_environ)
-        mapping = _mapping(chain, BOTOCORE_DEFAUT_SESSION_VARIABLES)
+        variables = dict(BOTOCORE_DEFAUT_SESSION_VARIABLES)
+        pinned_ca = data.ca_bundle()
+        if pinned_ca is not None:  # the packaged agent: certifi's bundle as it was at start
+            names, env_names, _, convert = variables["ca_bundle"]
+            variables["ca_bundle"] = (names, env_names, pinned_ca, convert)
+        mapping = _mapping(chain, variables)
         mapping["s3"] = SectionConfigProvider("s3", self, _mapping(chain, DEFAULT_S3_CONFIG_VARS))
         mapping["proxies_config"] = SectionConfigProvider(
             "proxies_config", self, _mapping(chain, DEFAULT_PROXIES_CONFIG_VARS)
         )
         self.register_component("config_store", ConfigValueStore(mapping=mapping))
+        loader = data.loader(self.get_config_variable("data_path"))
+        if loader is not None:  # the packaged agent: botocore's data as it was at start
+            self.register_component("data_loader", loader)
 
     def _add_configured_endpoint_provider(self, client_name: str, config_store: Any) -> None:
         # botocore's own passes no environ, so os.environ (the agent's) would decide endpoints
