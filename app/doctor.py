@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 from app import __version__, cluster_tls
 from app.errors import AgentNotRunning, AppError
 from app.kubeconfig.files import KubeconfigError, KubeconfigFile
-from app.kubeconfig.uses import is_helper
+from app.kubeconfig.uses import cluster_config, exec_env, is_helper
 from app.kubeconfig.view import View, default_paths
 from app.providers import Providers, default
 from app.providers.base import Check, Settings, Wanted
@@ -30,7 +30,6 @@ from app.store.choice import CHOSEN_NOTICE, MEMORY_NOTICE
 from app.store.keyring_store import NoKeyring
 from app.store.secret_store import SecretStore
 from exec_helper import paths
-from exec_helper.exec_credential import extension
 from exec_helper.options import OptionsError
 
 __all__ = ["Check", "KubetrayUser", "kubetray_users", "run"]
@@ -67,9 +66,9 @@ def kubetray_users(view: View, providers: Providers | None = None) -> Iterator[K
         args = [str(a) for a in exec_.get("args") or []]
         configs: list[dict[str, Any]] = [{}]
         for cluster in clusters_of.get(entry["name"], ()):
-            configs.append(_extension(clusters.get(str(cluster), (None, None))[1]))
+            configs.append(cluster_config(clusters.get(str(cluster), (None, None))[1]) or {})
         # What kubectl gives kubetray-exec: this shell's variables, the exec entry's over them.
-        env = {**caller, **_env(exec_.get("env"))}
+        env = {**caller, **exec_env(exec_.get("env"))}
         wanted = []
         for config in configs:
             try:
@@ -79,27 +78,10 @@ def kubetray_users(view: View, providers: Providers | None = None) -> Iterator[K
         yield KubetrayUser(f.path, str(entry["name"]), str(exec_["command"]), wanted)
 
 
-def _env(items: object) -> dict[str, str]:
-    """An exec entry's env, as kubectl gives it to the helper."""
-    if not isinstance(items, list):
-        return {}
-    return {
-        str(e["name"]): str(e.get("value", ""))
-        for e in items
-        if isinstance(e, dict) and "name" in e
-    }
-
-
 def _entries(view: View, kind: str) -> dict[str, tuple[KubeconfigFile, dict[str, Any]]]:
     """Name → (file, entry) as kubectl uses them (View.holder and find, for every name at
     once: one lookup each made doctor quadratic in the contexts)."""
     return {str(e["name"]): (f, e) for f, e in view.merged(kind)}
-
-
-def _extension(entry: dict[str, Any] | None) -> dict[str, Any]:
-    body = entry.get("cluster") if entry else None
-    value = extension(body) if isinstance(body, dict) else None
-    return value if isinstance(value, dict) else {}
 
 
 def check_files(view: View) -> Iterator[Check]:

@@ -32,24 +32,15 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tests.aws import world  # noqa: E402
-from tests.aws.moto_sts import ACCOUNT, MotoSTS  # noqa: E402
+from tests.aws.moto_sts import MotoSTS  # noqa: E402
 from tests.aws.sso import SsoStandIn  # noqa: E402
 
 EXEC_INFO = (
     '{"kind":"ExecCredential","apiVersion":"client.authentication.k8s.io/v1beta1",'
     '"spec":{"interactive":false}}\n'
 )
-GET_TOKEN = [
-    "--region",
-    "eu-west-1",
-    "eks",
-    "get-token",
-    "--cluster-name",
-    "demo",
-    "--output",
-    "json",
-]
-ROLE = f"arn:aws:iam::{ACCOUNT}:role/eks-admin"
+GET_TOKEN = list(world.GET_TOKEN)
+ROLE = world.ROLE_ARN
 
 
 def awscli_venv(where: Path) -> Path:

@@ -17,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.idle import measure  # noqa: E402
+from bench.idle import measure, oidc_users  # noqa: E402
 from tests.entra import AKS_SERVER, run_entra  # noqa: E402
 from tests.idp import run_idp  # noqa: E402
 from tests.peers import kubetray_env  # noqa: E402
@@ -31,17 +31,7 @@ def main() -> int:
     args = parser.parse_args()
     rows = []
     with run_idp(password=True) as idp, run_entra() as entra:
-        oidc = [
-            [
-                "get-token",
-                f"--oidc-issuer-url={idp.issuer}",
-                "--oidc-client-id=kubectl",
-                "--grant-type=password",
-                f"--username=user{i}",
-                f"--password=pw-user{i}",
-            ]
-            for i in range(3)
-        ]
+        oidc = oidc_users(idp.issuer, 3)
         spn = [
             "get-token",
             "--login=spn",

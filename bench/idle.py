@@ -43,6 +43,22 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICK  # utime + stime
 
 
+def oidc_users(issuer: str, n: int) -> list[list[str]]:
+    """kubetray-exec's arguments for ``n`` OIDC identities at oidc-provider (password grant:
+    nobody at a browser; tests/oidc/provider.mjs accepts userI / pw-userI)."""
+    return [
+        [
+            "get-token",
+            f"--oidc-issuer-url={issuer}",
+            "--oidc-client-id=kubectl",
+            "--grant-type=password",
+            f"--username=user{i}",
+            f"--password=pw-user{i}",
+        ]
+        for i in range(n)
+    ]
+
+
 def measure(  # type: ignore[no-untyped-def]
     kt, identities: list[list[str]], idle: float, command: list[str] | None = None, **env: str
 ) -> tuple[float, float, float]:
@@ -94,17 +110,7 @@ def main() -> int:
             kt, [["--stored", f"identity-{i}"] for i in range(5)], args.idle
         )
         with run_idp(password=True) as idp:
-            oidc = [
-                [
-                    "get-token",
-                    f"--oidc-issuer-url={idp.issuer}",
-                    "--oidc-client-id=kubectl",
-                    "--grant-type=password",
-                    f"--username=user{i}",
-                    f"--password=pw-user{i}",
-                ]
-                for i in range(5)
-            ]
+            oidc = oidc_users(idp.issuer, 5)
             results["5 OIDC identities (logged in)"] = measure(kt, oidc, args.idle)
         for i in range(5):
             kt.kubetray("forget", f"identity-{i}")
@@ -134,17 +140,7 @@ def packaged(bundle: Path, idle: float) -> int:
     with kubetray_env(Path(tempfile.mkdtemp(prefix="kt-bench-idle-"))) as kt:
         kt.env["QT_QPA_PLATFORM"] = "offscreen"
         with run_idp(password=True) as idp:
-            oidc = [
-                [
-                    "get-token",
-                    f"--oidc-issuer-url={idp.issuer}",
-                    "--oidc-client-id=kubectl",
-                    "--grant-type=password",
-                    f"--username=user{i}",
-                    f"--password=pw-user{i}",
-                ]
-                for i in range(5)
-            ]
+            oidc = oidc_users(idp.issuer, 5)
             # Tokens in memory: each run logs in afresh (from the keyring, the second would not).
             runs = (("agent", [program, "agent"]), ("app", [program, "app"]))
             for label, command in runs:

@@ -45,7 +45,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -54,10 +54,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.idle import cpu_seconds, oidc_users  # noqa: E402
 from tests.apiserver import APIServer  # noqa: E402
 from tests.pki import CA  # noqa: E402
 
-TICK = os.sysconf("SC_CLK_TCK")
 SIZES = (1, 10, 50, 200, 500)
 LIFETIME = 150
 """Token lifetime at the provider for the refresh burst. The agent refreshes 1.5 margins (60 s
@@ -288,12 +288,7 @@ def kubeconfigs(where: Path, n: int, api: APIServer) -> list[Path]:
     return paths
 
 
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK  # utime + stime
-
-
-def in_parallel(calls: list[tuple[str, ...]], kt: Install, kubeconfig: bool = True) -> None:
+def in_parallel(calls: Sequence[Sequence[str]], kt: Install, kubeconfig: bool = True) -> None:
     with concurrent.futures.ThreadPoolExecutor(PARALLEL) as pool:
         for done in pool.map(lambda a: kt.helper_call(*a, kubeconfig=kubeconfig), calls):
             if done.returncode != 0:
@@ -357,17 +352,7 @@ def measure_burst(tree: Path, n: int, issuer: str) -> float | str:
         agent = kt.start("agent")
         try:
             in_parallel(
-                [
-                    (
-                        "get-token",
-                        f"--oidc-issuer-url={issuer}",
-                        "--oidc-client-id=kubectl",
-                        "--grant-type=password",
-                        f"--username=user{i}",
-                        f"--password=pw-user{i}",
-                    )
-                    for i in range(n)
-                ],
+                oidc_users(issuer, n),
                 kt,
             )
         finally:

@@ -8,8 +8,6 @@ Python sends (/work/notes/aks-gke.md §B, §C.2).
 import contextlib
 import html.parser
 import json
-import select
-import shutil
 import subprocess
 import tempfile
 import time
@@ -19,21 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.peers import ROOT, require
+from tests.idp import idp_available, start_node, stop_node
+from tests.peers import require
 from tests.pki import CA
 
-OIDC_DIR = ROOT / "tests" / "oidc"
 AKS_SERVER = "6dae42f8-4368-4678-94ff-3960e28e3630"
 AKS_CLIENT = "80faf920-1908-4b52-b5ef-a8e7bedfc67a"
 TENANT = "72f988bf-86f1-41af-91ab-2d7cd011db47"
 WORKLOAD_AUDIENCE = "api://AzureADTokenExchange"
 START_TIMEOUT = 30.0
-
-
-def entra_available() -> bool:
-    return (
-        shutil.which("node") is not None and (OIDC_DIR / "node_modules" / "oidc-provider").is_dir()
-    )
 
 
 @dataclass
@@ -93,27 +85,11 @@ class Entra:
         return dict(self.get(f"/{self.tenant}/discovery/keys"))
 
 
-def _start(settings: dict[str, Any]) -> tuple[subprocess.Popen[str], str | None, str]:
-    with tempfile.TemporaryFile(mode="w+") as err:
-        proc = subprocess.Popen(
-            ["node", str(OIDC_DIR / "entra.mjs"), json.dumps(settings)],
-            stdout=subprocess.PIPE,
-            stderr=err,
-            text=True,
-            cwd=OIDC_DIR,
-        )
-        assert proc.stdout is not None
-        ready, _, _ = select.select([proc.stdout], [], [], START_TIMEOUT)
-        line = proc.stdout.readline() if ready else None
-        err.seek(0)
-        return proc, line or None, err.read()[-2000:]
-
-
 @contextlib.contextmanager
 def run_entra(host: str = "127.0.0.1", port: int = 0, **settings: Any) -> Iterator[Entra]:
     """Start the Entra stand-in on ``host`` (port 0: any free one)."""
     require(
-        entra_available(), "oidc-provider is not installed: run `make test` (npm ci in tests/oidc)"
+        idp_available(), "oidc-provider is not installed: run `make test` (npm ci in tests/oidc)"
     )
     ca = CA("entra stand-in CA")
     issued = ca.issue(host, server=True, addresses=(host,))
@@ -130,13 +106,8 @@ def run_entra(host: str = "127.0.0.1", port: int = 0, **settings: Any) -> Iterat
             "deviceInterval": 1,
             **settings,
         }
-        proc, line, err = _start(full)
-        if line is None:  # as tests/idp.py: node has been seen to say nothing at all, once
-            _stop(proc)
-            print(f"the Entra stand-in did not start within {START_TIMEOUT:g} s; again: {err}")
-            proc, line, err = _start(full)
+        proc, line = start_node("entra.mjs", full, "the Entra stand-in", START_TIMEOUT)
         try:
-            assert line, f"the Entra stand-in did not start: {err}"
             doc = json.loads(line)
             yield Entra(
                 authority=doc["authority"],
@@ -153,16 +124,7 @@ def run_entra(host: str = "127.0.0.1", port: int = 0, **settings: Any) -> Iterat
                 dir=d,
             )
         finally:
-            _stop(proc)
-
-
-def _stop(proc: subprocess.Popen[str]) -> None:
-    proc.terminate()
-    try:
-        proc.communicate(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
+            stop_node(proc)
 
 
 class _Forms(html.parser.HTMLParser):

@@ -53,10 +53,10 @@ START_TIMEOUT = 60.0
 
 
 def _start(
-    settings: dict[str, Any], script: str = "provider.mjs"
+    settings: dict[str, Any], script: str, timeout: float
 ) -> tuple[subprocess.Popen[str], str | None, str]:
-    """Start ``script`` (provider.mjs, or google.mjs: Google's stand-in); (process, its issuer
-    line or None if it said nothing in time, its stderr so far)."""
+    """Start ``script``; (process, its announcement line or None if it said nothing in time,
+    its stderr so far)."""
     with tempfile.TemporaryFile(mode="w+") as err:
         proc = subprocess.Popen(
             ["node", str(OIDC_DIR / script), json.dumps(settings)],
@@ -66,19 +66,36 @@ def _start(
             cwd=OIDC_DIR,
         )
         assert proc.stdout is not None
-        ready, _, _ = select.select([proc.stdout], [], [], START_TIMEOUT)
+        ready, _, _ = select.select([proc.stdout], [], [], timeout)
         line = proc.stdout.readline() if ready else None
         err.seek(0)
         return proc, line or None, err.read()[-2000:]
 
 
-def _stop(proc: subprocess.Popen[str]) -> None:
+def stop_node(proc: subprocess.Popen[str]) -> None:
     proc.terminate()
     try:
         proc.communicate(timeout=10)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.communicate()
+
+
+def start_node(
+    script: str, settings: dict[str, Any], name: str, timeout: float = START_TIMEOUT
+) -> tuple[subprocess.Popen[str], str]:
+    """Start tests/oidc/``script`` (provider.mjs, google.mjs: Google's stand-in, entra.mjs:
+    Entra's) with ``settings``: (process, the JSON line it announced itself with). ``name``
+    says which in a failure. The caller stops the process (stop_node)."""
+    proc, line, err = _start(settings, script, timeout)
+    if line is None:  # seen once in a full run: node said nothing for 300 s
+        stop_node(proc)
+        print(f"{name} did not start within {timeout:g} s; trying again: {err}")
+        proc, line, err = _start(settings, script, timeout)
+    if not line:
+        stop_node(proc)
+        raise AssertionError(f"{name} did not start: {err}")
+    return proc, line
 
 
 @contextlib.contextmanager
@@ -88,17 +105,12 @@ def run_idp(script: str = "provider.mjs", **settings: Any) -> Iterator[IdP]:
     require(
         idp_available(), "oidc-provider is not installed: run `make test` (npm ci in tests/oidc)"
     )
-    proc, line, err = _start(settings, script)
-    if line is None:  # seen once in a full run: node said nothing for 300 s
-        _stop(proc)
-        print(f"oidc-provider did not start within {START_TIMEOUT:g} s; trying again: {err}")
-        proc, line, err = _start(settings, script)
+    proc, line = start_node(script, settings, "oidc-provider")
     try:
-        assert line, f"oidc-provider did not start: {err}"
         announced = json.loads(line)
         yield IdP(announced["issuer"], proc, announced.get("direct", ""))
     finally:
-        _stop(proc)
+        stop_node(proc)
 
 
 def browser_available() -> bool:

@@ -60,6 +60,16 @@ def kubectl_binaries() -> dict[str, str]:
     }
 
 
+def kubectl_bin(version: str = "1.33") -> str:
+    """The kubectl ``version`` binary, or the test is skipped."""
+    import pytest
+
+    found = kubectl_binaries().get(version)
+    if not found:
+        pytest.skip(f"kubectl {version} is not installed (see PEERS.md)")
+    return found
+
+
 def cluster_info(server: str, config: Any = None, **extra: Any) -> str:
     """KUBERNETES_EXEC_INFO as client-go sends it with provideClusterInfo."""
     cluster = {"server": server, **extra, "config": config}

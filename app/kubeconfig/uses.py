@@ -102,8 +102,8 @@ def _scan(view: View) -> _Scan:
             continue
         key = key_of(
             [str(a) for a in exec_.get("args") or []],
-            _cluster_config(clusters.get(cluster)),
-            _env(exec_.get("env")),
+            cluster_config(clusters.get(cluster)),
+            exec_env(exec_.get("env")),
         )
         if key is not None:
             out.setdefault(key, []).append(
@@ -112,13 +112,15 @@ def _scan(view: View) -> _Scan:
     return out, every
 
 
-def _cluster_config(entry: dict[str, Any] | None) -> dict[str, Any] | None:
+def cluster_config(entry: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A kubeconfig cluster entry's kubetray extension (per-cluster config), if any."""
     body = entry.get("cluster") if entry else None
     value = extension(body) if isinstance(body, dict) else None
     return value if isinstance(value, dict) else None
 
 
-def _env(items: object) -> dict[str, str]:
+def exec_env(items: object) -> dict[str, str]:
+    """An exec entry's env, as kubectl gives it to the helper."""
     if not isinstance(items, list):
         return {}
     return {

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from http.client import HTTPException
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode, urlsplit
 
 from authlib.common.security import generate_token
@@ -31,6 +31,7 @@ from app.oidc.errors import (
 from app.oidc.http import TIMEOUT, Session, TransportError, insecure_context, ssl_context
 from app.oidc.settings import Metadata, OIDCSettings
 from app.oidc.tokens import Revocation, TokenSet
+from app.providers.base import LoginUI  # what a login needs from the person
 
 if TYPE_CHECKING:
     from joserfc.jwk import KeySet
@@ -45,22 +46,6 @@ already have sent, with the refresh token it rotated (and a strict provider then
 grant when the old one is presented again)."""
 UNSURE_STATUS = (502, 504)
 """Gateway answers: the provider behind may have done the request."""
-
-
-class LoginUI(Protocol):
-    """What a login needs from the person: see progress, open a browser, answer a prompt."""
-
-    def show(self, text: str) -> None: ...
-    def open_browser(self, url: str) -> bool: ...
-    def prompt(self, text: str, secret: bool) -> str | None: ...
-    def show_device_code(self, user_code: str, uri: str) -> None: ...
-
-    @property
-    def cancelled(self) -> threading.Event: ...
-
-    @property
-    def auth_params(self) -> dict[str, str]:
-        """Parameters this login adds to the authorization request (prompt=select_account)."""
 
 
 def _merge_params(base: dict[str, str], extra: dict[str, str]) -> dict[str, str]:

@@ -159,14 +159,7 @@ class OIDCSettings:
             redirect_url_keyboard=opts.oidc_redirect_url_authcode_keyboard,
             username=opts.username,
             password=opts.password,
-            ca_files=opts.certificate_authority,
-            ca_data=opts.certificate_authority_data,
-            insecure=opts.insecure_skip_tls_verify,
-            browser_command=opts.browser_command,
-            skip_open_browser=opts.skip_open_browser,
-            timeout=float(opts.authentication_timeout_sec or DEFAULT_TIMEOUT),
-            success_url=opts.open_url_after_authentication,
-            request_headers=_headers(opts.oidc_request_header),
+            **common_options(opts),
         )
 
     @classmethod
@@ -190,6 +183,22 @@ def _listen_ports(ports: tuple[str, ...]) -> tuple[str, ...]:
             raise OptionsError(f"--listen-port takes a port number, not {port!r}")
         out.append(f"127.0.0.1:{int(port)}")
     return tuple(out)
+
+
+def common_options(opts: HelperOptions) -> dict[str, Any]:
+    """What every login through this engine (kubelogin's flags, Google's) reads alike from
+    kubetray-exec's options: TLS toward the provider, the browser, the login's time limit, the
+    page after it, and extra request headers (refused in one line when not HTTP headers)."""
+    return {
+        "ca_files": opts.certificate_authority,
+        "ca_data": opts.certificate_authority_data,
+        "insecure": opts.insecure_skip_tls_verify,
+        "browser_command": opts.browser_command,
+        "skip_open_browser": opts.skip_open_browser,
+        "timeout": float(opts.authentication_timeout_sec or DEFAULT_TIMEOUT),
+        "success_url": opts.open_url_after_authentication,
+        "request_headers": _headers(opts.oidc_request_header),
+    }
 
 
 def _headers(pairs: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:

@@ -10,8 +10,15 @@ import pytest
 from tests.aws import world
 from tests.aws.moto_sts import MotoSTS
 from tests.aws.sso import SsoStandIn
+from tests.pki import CA
 
 AWS_CLI = Path(sys.executable).parent / "aws"
+
+
+@pytest.fixture(scope="module")
+def ca() -> CA:
+    """The CA of the stand-in API servers' certificates."""
+    return CA()
 
 
 @pytest.fixture(scope="module")

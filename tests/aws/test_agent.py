@@ -22,23 +22,11 @@ from tests.aws import world
 from tests.aws.eks import EksVerifier
 from tests.aws.moto_sts import ACCOUNT, MotoSTS
 from tests.aws.sso import SsoStandIn
-from tests.peers import KubetrayEnv, kubectl_binaries
+from tests.peers import KubetrayEnv, kubectl_bin
 from tests.pki import CA
 
 FIXTURES = Path(__file__).parent / "fixtures"
 pytestmark = pytest.mark.kubectl
-
-
-def kubectl_bin(version: str = "1.33") -> str:
-    found = kubectl_binaries().get(version)
-    if not found:
-        pytest.skip(f"kubectl {version} is not installed (see PEERS.md)")
-    return found
-
-
-@pytest.fixture(scope="module")
-def ca() -> CA:
-    return CA()
 
 
 @pytest.fixture

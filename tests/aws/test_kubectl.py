@@ -17,24 +17,12 @@ from tests.apiserver import NAMESPACES, APIServer
 from tests.aws import world
 from tests.aws.eks import EksVerifier
 from tests.aws.moto_sts import MotoSTS
-from tests.peers import kubectl_binaries
+from tests.peers import kubectl_bin
 from tests.pki import CA
 
 FIXTURES = Path(__file__).parent / "fixtures"
 VERSIONS = ["1.27", "1.33"]
 pytestmark = pytest.mark.kubectl
-
-
-def kubectl(version: str) -> str:
-    found = kubectl_binaries().get(version)
-    if not found:
-        pytest.skip(f"kubectl {version} is not installed (see PEERS.md)")
-    return found
-
-
-@pytest.fixture(scope="module")
-def ca() -> CA:
-    return CA()
 
 
 @pytest.fixture
@@ -93,7 +81,7 @@ def test_the_aws_cli_through_the_fixtures(
     aws_cli: Path,
     tmp_path: Path,
 ) -> None:
-    bin_ = kubectl(version)
+    bin_ = kubectl_bin(version)
     env = cli_env(files, tmp_path, aws_cli, AWS_PROFILE="dev")
     done = run(bin_, fixture("update-kubeconfig-default.yaml", api, tmp_path), env)
     assert done.returncode == 0, done.stderr

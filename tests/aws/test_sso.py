@@ -29,16 +29,7 @@ from tests.aws.moto_sts import ACCOUNT, MotoSTS
 from tests.aws.sso import SsoStandIn
 
 CORP = SsoSession(world.START_URL, "us-east-1", "corp")
-GET_TOKEN = [
-    "--region",
-    "eu-west-1",
-    "eks",
-    "get-token",
-    "--cluster-name",
-    "demo",
-    "--output",
-    "json",
-]
+GET_TOKEN = list(world.GET_TOKEN)
 
 
 def _boto(sso: SsoStandIn, service: str):

@@ -16,6 +16,17 @@ from tests.aws.moto_sts import ACCOUNT
 
 START_URL = "https://d-1234567890.awsapps.com/start"
 ROLE_ARN = f"arn:aws:iam::{ACCOUNT}:role/eks-admin"
+GET_TOKEN = (
+    "--region",
+    "eu-west-1",
+    "eks",
+    "get-token",
+    "--cluster-name",
+    "demo",
+    "--output",
+    "json",
+)
+"""What ``aws eks update-kubeconfig`` writes for cluster ``demo`` in eu-west-1 (its args)."""
 
 
 @dataclass

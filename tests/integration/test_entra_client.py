@@ -534,6 +534,40 @@ def test_managed_identity_as_app_service_serves_it(
         assert e.seen("/msi/token")[-1]["params"]["resource"] == AKS_SERVER
 
 
+def test_managed_identity_where_something_else_answers_says_so_in_one_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Not an Azure machine: a proxy answers the managed identity endpoint with a page (here,
+    as this machine's egress proxy does for 169.254.169.254: 403 text/plain)."""
+    import http.server
+    import threading
+
+    class Proxy(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(403)
+            self.send_header("Content-Type", "text/plain")
+            self.end_headers()
+            self.wfile.write(b"destination not allowed")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Proxy)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        monkeypatch.setenv("IDENTITY_ENDPOINT", f"http://127.0.0.1:{server.server_port}/token")
+        monkeypatch.setenv("IDENTITY_HEADER", "platform-secret")
+        s = parse(["get-token", "--login", "msi", "--server-id", AKS_SERVER], {})
+        with pytest.raises(LoginError) as failed:
+            EntraClient(s).fetch()
+    finally:
+        server.shutdown()
+        server.server_close()
+    said = f"{failed.value.message}; {failed.value.hint}"
+    assert "managed identity endpoint" in said and "not JSON" in said and "proxy" in said
+    assert "Expecting value" not in said and "\n" not in said
+
+
 # --- ROPC (MSAL asks https://<host>/common/userrealm/ on port 443) -----------------------
 
 

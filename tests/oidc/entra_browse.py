@@ -8,30 +8,11 @@ its pages only by running a context with ignore_https_errors. One JSON line per 
 $KUBETRAY_TEST_BROWSER_LOG; $KUBETRAY_TEST_USER is who signs in.
 """
 
-import json
 import os
 import sys
-import time
 
+from browse import FLAGS, record  # tests/oidc/browse.py: the script's own folder is on sys.path
 from playwright.sync_api import sync_playwright
-
-FLAGS = [
-    "--no-sandbox",
-    "--headless",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-
-
-def record(**fields: object) -> None:
-    path = os.environ.get("KUBETRAY_TEST_BROWSER_LOG")
-    if path:
-        with open(path, "a", encoding="utf-8") as f:
-            f.write(json.dumps({"time": time.time(), **fields}) + "\n")
 
 
 def main() -> int:

@@ -332,3 +332,12 @@ def test_gcloud_s_adc_login_is_taken_over_and_followed(tmp_path: Path) -> None:
     with pytest.raises(RefreshRefused, match="Google refused gcloud's") as e:
         c.renew(newer)
     assert e.value.hint and "gcloud auth application-default login" in e.value.hint
+
+
+def test_a_request_header_that_is_not_one_http_header_is_refused_as_for_oidc() -> None:
+    """The same check as kubelogin's flags (app.oidc.settings): one line, the value not in it."""
+    with pytest.raises(OptionsError, match="X-Key: the value holds a line break") as refused:
+        wanted(["gke-gcloud-auth-plugin", "--oidc-request-header=X-Key=top\r\nsecret"])
+    assert "secret" not in str(refused.value) and "\n" not in str(refused.value)
+    ok = wanted(["gke-gcloud-auth-plugin", "--oidc-request-header=X-Key=k1"]).settings
+    assert ok.engine.request_headers == (("X-Key", "k1"),)

@@ -138,7 +138,7 @@ class DeviceCode:
 
 
 class DeviceUI(Protocol):
-    """What the device login needs from the person (app.oidc.client.LoginUI fits)."""
+    """What the device login needs from the person (app.providers.base.LoginUI fits)."""
 
     def show(self, text: str) -> None: ...
     def show_device_code(self, user_code: str, uri: str) -> None: ...

@@ -44,9 +44,14 @@ from app.providers.entra.settings import EntraSettings
 BROWSER = "browser"
 DEVICE = "device"
 WORKLOAD_AUDIENCE = "api://AzureADTokenExchange"
+"""The audience of a token Entra takes as a workload identity's federated credential."""
 CLOCK_SKEW = 300.0
 """Seconds of clock difference Entra tolerates in what it is sent (client assertions)."""
-"""The audience of a token Entra takes as a workload identity's federated credential."""
+MANAGED_IDENTITY_ENDPOINT = (
+    "this machine's managed identity endpoint (--login msi: an Azure VM, App Service or Arc server)"
+)
+"""What --login msi talks to, in errors: MSAL picks the endpoint (IMDS, or one the platform's
+variables name); elsewhere something else may answer there (a proxy), or nothing."""
 
 
 def _utcnow() -> datetime:
@@ -117,14 +122,14 @@ class EntraClient:
         }
 
     @contextmanager
-    def _talking(self) -> Iterator[None]:
-        """Failures while talking to Entra as kubetray's typed errors."""
+    def _talking(self, where: str | None = None) -> Iterator[None]:
+        """Failures while talking to Entra (or ``where``) as kubetray's typed errors."""
         try:
             yield
         except LoginError:
             raise
         except Exception as e:  # MSAL raises ValueError, RuntimeError, ours
-            raise errors.from_exception(e, self.settings.authority) from None
+            raise errors.from_exception(e, where or self.settings.authority) from None
 
     def _new_app(self, cache: Any) -> msal.PublicClientApplication:
         extra = os_broker.application_options() if self._broker else {}
@@ -464,7 +469,7 @@ class EntraClient:
             identity = msal.UserAssignedManagedIdentity(resource_id=s.identity_resource_id)
         else:
             identity = msal.SystemAssignedManagedIdentity()
-        with self._talking():
+        with self._talking(MANAGED_IDENTITY_ENDPOINT):
             client = msal.ManagedIdentityClient(
                 identity, http_client=self._http, token_cache=msal.TokenCache()
             )

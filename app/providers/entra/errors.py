@@ -5,6 +5,7 @@ Microsoft asks clients not to branch on AADSTS numbers or texts: classify by ``e
 platform error codes"). The AADSTS line is kept in the message, for the person and their admin.
 """
 
+import json
 import re
 import ssl
 from http.client import HTTPException
@@ -112,6 +113,11 @@ def from_exception(error: BaseException, url: str) -> LoginError:
             error.reason, TimeoutError | ConnectionError | HTTPException
         ) and not isinstance(error.reason, ConnectionRefusedError)
         return ProviderUnavailable(message, hint, unsure=error.status in (502, 504) or sent)
+    if isinstance(error, json.JSONDecodeError):  # MSAL reads whatever answered as JSON
+        return LoginError(
+            f"{url} answered with something that is not JSON: not Entra's answer",
+            "a proxy may be in the way (HTTPS_PROXY, NO_PROXY), or the address is wrong",
+        )
     text = str(error)
     if "Unable to get authority configuration" in text or "OIDC Discovery failed" in text:
         return ConfigurationRefused(

@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from app.identity import normalize_issuer
-from app.oidc.settings import DEFAULT_TIMEOUT, OIDCSettings
+from app.oidc.settings import OIDCSettings, common_options
 from app.providers.base import NOBODY, SCREEN, Check, Clock, Converted, Shown, TokenSet, Wanted
 from app.providers.google import adc
 from exec_helper import options
@@ -213,14 +213,7 @@ class GoogleProvider:
             redirect_url=opts.oidc_redirect_url,
             redirect_url_keyboard=opts.oidc_redirect_url_authcode_keyboard
             or (KEYBOARD_REDIRECT if client_id == GCLOUD_ADC_CLIENT[0] else None),
-            ca_files=opts.certificate_authority,
-            ca_data=opts.certificate_authority_data,
-            insecure=opts.insecure_skip_tls_verify,
-            browser_command=opts.browser_command,
-            skip_open_browser=opts.skip_open_browser,
-            timeout=float(opts.authentication_timeout_sec or DEFAULT_TIMEOUT),
-            success_url=opts.open_url_after_authentication,
-            request_headers=opts.oidc_request_header,
+            **common_options(opts),
         )
         use_adc = bool(plugin.get("use_application_default_credentials"))
         local = []
