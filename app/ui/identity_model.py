@@ -15,7 +15,7 @@ from PySide6.QtGui import QStandardItem, QStandardItemModel
 KEY = Qt.ItemDataRole.UserRole
 """A row's key: ("identity", name), ("other", ""), or ("context", context name, identity name
 or "")."""
-COLUMNS = ("Identity / context", "Signed in as", "State", "Time left", "Cluster")
+COLUMNS = ("Identity / context", "Signed in as", "State", "Time left", "Cluster", "Provider")
 
 
 @dataclass

@@ -13,6 +13,7 @@ view lays out only what is on screen, and a tick changes only the rows whose tex
 import html
 from collections.abc import Callable
 from datetime import datetime
+from urllib.parse import urlsplit
 
 from PySide6.QtCore import QModelIndex, Qt
 from PySide6.QtGui import QCloseEvent, QGuiApplication, QKeySequence, QShortcut
@@ -92,7 +93,9 @@ class MainWindow(QWidget):
         self.tree = QTreeView()
         self.tree.setModel(self.proxy)
         self.tree.setUniformRowHeights(True)
-        self.tree.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)  # no row measured but those on screen
+        self.tree.setEditTriggers(
+            QAbstractItemView.EditTrigger.NoEditTriggers
+        )  # no row measured but those on screen
         self.tree.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         header = self.tree.header()
         header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
@@ -234,7 +237,7 @@ class MainWindow(QWidget):
             tops.append(
                 Row(
                     ("other", ""),
-                    (OTHER, "", "", "", ""),
+                    (OTHER, "", "", "", "", ""),
                     children=[
                         Row(
                             ("context", use.context, ""),
@@ -245,6 +248,7 @@ class MainWindow(QWidget):
                                 "",
                                 "",
                                 use.cluster,
+                                "",
                             ),
                         )
                         for use in others
@@ -269,6 +273,7 @@ class MainWindow(QWidget):
             state,
             left,
             ", ".join(ident.clusters),
+            urlsplit(ident.issuer).netloc if ident.issuer else "",
         )
         return Row(
             ("identity", ident.name),
@@ -276,7 +281,8 @@ class MainWindow(QWidget):
             tip="\n".join(filter(None, [ident.error or ident.note, details(ident)])),
             children=[
                 Row(
-                    ("context", name, ident.name), (name, "", state, left, cluster_of.get(name, ""))
+                    ("context", name, ident.name),
+                    (name, "", state, left, cluster_of.get(name, ""), ""),
                 )
                 for name in ident.contexts
             ],
