@@ -68,6 +68,8 @@ class MainWindow(QWidget):
         self._controller = controller
         self._signature: object = None
         self._identities: dict[str, IdentityStatus] = {}
+        self._shown: dict[str, tuple[IdentityStatus, str]] = {}
+        """What each identity's row was last filled from (its status, its time left)."""
         self.standalone = False
         """No tray: this window is the app (closing it asks)."""
         self.stood_in_at: float | None = None
@@ -206,13 +208,17 @@ class MainWindow(QWidget):
             tuple(c.context for c in others),
             tuple(cluster_of.items()),
         )
-        rows = [self._identity_row(ident, now, cluster_of) for ident in identities]
+        lefts = [time_left(ident.expires, now) for ident in identities]
         if signature != self._signature:
             self._signature = signature
-            self._rebuild(rows, others)
+            self._rebuild([self._identity_row(i, now, cluster_of) for i in identities], others)
         else:
-            for top, row in enumerate(rows):
+            for top, (ident, left) in enumerate(zip(identities, lefts, strict=True)):
+                if self._shown.get(ident.name) == (ident, left):
+                    continue  # the same status and time left: the same texts
+                row = self._identity_row(ident, now, cluster_of)
                 self.model.set_texts(top, row.texts, row.tip, [c.texts for c in row.children])
+        self._shown = {i.name: (i, left) for i, left in zip(identities, lefts, strict=True)}
         n = len(contexts)
         self.summary.setText(
             f"{plural(len(identities), 'identity', 'identities')}, "
