@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtGui import QAction, QGuiApplication
-from PySide6.QtWidgets import QApplication, QMenu, QSystemTrayIcon, QWidget
+from PySide6.QtWidgets import QApplication, QMenu, QMessageBox, QSystemTrayIcon, QWidget
 from shiboken6 import Shiboken
 
 from app.model import IdentityStatus, State
@@ -33,7 +33,13 @@ from app.ui.dialogs import AddClusterDialog, ConsentDialog, SettingsDialog, ask_
 from app.ui.notify import DEFAULT, DesktopNotifications
 from app.ui.text import details, time_left, who
 from app.ui.tray_host import TrayHost
-from app.ui.views import DeviceCodeWindow, DiagnosticsWindow, LinkWindow, bring_to_front
+from app.ui.views import (
+    DeviceCodeWindow,
+    DiagnosticsWindow,
+    LinkWindow,
+    bring_to_front,
+    show_about,
+)
 from app.ui.window import MainWindow
 
 
@@ -222,6 +228,7 @@ class TrayApp(QObject):
         self.consent_dialogs: dict[str, ConsentDialog] = {}
         self.link_windows: dict[str, LinkWindow] = {}
         self.diagnostics: DiagnosticsWindow | None = None
+        self.about: QMessageBox | None = None
         self.notifications: list[tuple[str, str, str]] = []
         self.desktop_notifications = DesktopNotifications()
         self.desktop_notifications.action.connect(self._notification_action)
@@ -381,6 +388,7 @@ class TrayApp(QObject):
         menu.addAction("Add cluster…", self.add_cluster)
         menu.addAction("Settings", self.show_settings)
         menu.addAction("Diagnostics", self.show_diagnostics)
+        menu.addAction("About kubetray", self.show_about)
         menu.addSeparator()
         menu.addAction("Quit kubetray", QApplication.quit)
 
@@ -658,6 +666,9 @@ class TrayApp(QObject):
             self.diagnostics = DiagnosticsWindow(self.controller)
         self.diagnostics.refresh()
         bring_to_front(self.diagnostics)
+
+    def show_about(self) -> None:
+        self.about = show_about(self.about)
 
     def add_cluster(self) -> None:
         self.add_dialog = AddClusterDialog(self.controller)

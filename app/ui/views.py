@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
     QHeaderView,
     QLabel,
     QLineEdit,
+    QMessageBox,
     QPlainTextEdit,
     QPushButton,
     QSplitter,
@@ -82,6 +83,18 @@ def fit_to_screen(window: QWidget, preferred: QSize) -> None:
     frame = window.frameGeometry()
     frame.moveCenter(room.center())
     window.move(frame.topLeft())
+
+
+def show_about(box: QMessageBox | None, parent: QWidget | None = None) -> QMessageBox:
+    """The About box (not modal), made once and brought to the front again: which kubetray,
+    which build, from where; its text can be selected and copied into a bug report."""
+    if box is None:
+        box = QMessageBox(QMessageBox.Icon.Information, "About kubetray", "", parent=parent)
+        box.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        box.setModal(False)
+    box.setText(about_text())
+    bring_to_front(box)
+    return box
 
 
 def bring_to_front(window: QWidget) -> None:

@@ -46,7 +46,7 @@ from app.ui.text import (
     time_left,
     who,
 )
-from app.ui.views import bring_to_front
+from app.ui.views import bring_to_front, show_about
 
 OTHER = "Other contexts"
 LINK_TEXT = 64
@@ -149,6 +149,10 @@ class MainWindow(QWidget):
         self.settings_button.clicked.connect(self.show_settings)
         self.diagnostics_button = QPushButton("Diagnostics")
         self.diagnostics_button.clicked.connect(show_diagnostics)
+        self.about_button = QPushButton("About")
+        self.about_button.setToolTip("Which kubetray this is: version, build, where it runs from")
+        self.about_button.clicked.connect(self.show_about)
+        self.about: QMessageBox | None = None
         # Apart from the login buttons: removing is not a slip of the mouse away.
         self.remove_button = QPushButton("Remove identity…")
         self.remove_button.setToolTip(
@@ -168,6 +172,7 @@ class MainWindow(QWidget):
             self.add_button,
             self.settings_button,
             self.diagnostics_button,
+            self.about_button,
         ):
             row2.addWidget(button)
         row2.addStretch(1)
@@ -554,6 +559,9 @@ class MainWindow(QWidget):
         if self.add_dialog is None or not self.add_dialog.isVisible():
             self.add_dialog = AddClusterDialog(self._controller, self)
         bring_to_front(self.add_dialog)
+
+    def show_about(self) -> None:
+        self.about = show_about(self.about, self)
 
     def show_settings(self) -> None:
         if self.settings_dialog is None or not self.settings_dialog.isVisible():
