@@ -18,7 +18,7 @@ from app.broker.consent import Consent
 from app.broker.flight import Conversation
 from app.broker.logins import Logins, SessionView
 from app.broker.registry import Entry, Registry
-from app.errors import CredentialError, UsageError
+from app.errors import AppError, CredentialError, UsageError
 from app.model import STORED, CallRecord, ContextUse, Credential, IdentityStatus, State
 from app.oidc.tokens import MIN_MARGIN, TokenSet, handed_out_expiry
 from app.providers.base import Settings, Token, TokensRefused, Wanted
@@ -29,8 +29,6 @@ Request = Wanted | HelperOptions
 """What a call asks for: a provider's Wanted, or kubetray-exec's own flags (stored, OIDC)."""
 
 MAX_RECORDS = 500
-MAX_UNSERVED = 32
-"""Stored names that never served (typos, probes) stay listed with their error, the newest few."""
 MAX_CLUSTERS = 64
 
 log = logging.getLogger(__name__)
@@ -54,6 +52,10 @@ class _Usage:
     credential: StoredCredential | None = None
     """A stored credential as last read from the store."""
     read: threading.Lock = field(default_factory=threading.Lock)
+    served: bool = False
+    """A call got its credential (this run)."""
+    active: int = 0
+    """Calls in progress."""
 
 
 def no_contexts(_kubeconfig: str | None = None) -> dict[str, list[ContextUse]]:
@@ -167,10 +169,13 @@ class Broker:
         skip_cache = skip_cache or wanted.force_refresh
         if st.identity.kind == STORED:
             return self._serve(
-                st, cluster, lambda usage: self._stored_credential(st, usage, skip_cache)
+                st, None, cluster, lambda usage: self._stored_credential(st, usage, skip_cache)
             )
         return self._serve(
-            st, cluster, lambda _: self._login_credential(st, wanted, conv, skip_cache, cluster)
+            st,
+            wanted.settings,
+            cluster,
+            lambda _: self._login_credential(st, wanted, conv, skip_cache, cluster),
         )
 
     def cached_credential(
@@ -190,7 +195,10 @@ class Broker:
                 return None
             try:
                 return self._serve(
-                    st, cluster, lambda _: self._login_answer(st, wanted, tokens, cluster)
+                    st,
+                    wanted.settings,
+                    cluster,
+                    lambda _: self._login_answer(st, wanted, tokens, cluster),
                 )
             except TokensRefused:
                 return None  # the full path renews them
@@ -199,12 +207,17 @@ class Broker:
         stored = usage.credential if usage else None  # read without `usage.read`: never waits
         if stored is None:
             return None
-        return self._serve(st, cluster, lambda _: self._stored_answer(st, stored))
+        return self._serve(st, None, cluster, lambda _: self._stored_answer(st, stored))
 
     def _serve(
-        self, st: Entry, cluster: str | None, fetch: Callable[[_Usage], Credential]
+        self,
+        st: Entry,
+        settings: Settings | None,
+        cluster: str | None,
+        fetch: Callable[[_Usage], Credential],
     ) -> Credential:
-        """One call of ``st``: counted, its credential fetched, its error kept for status."""
+        """One call of ``st``: counted, its credential fetched, its error kept for status.
+        ``settings``: the caller's, for a login identity (None: a stored credential)."""
         usage = self._note_use(st, cluster)
         try:
             credential = fetch(usage)
@@ -212,34 +225,62 @@ class Broker:
             with self._lock:
                 usage.last_error = getattr(e, "message", None) or str(e)
                 usage.last_error_at = self._clock()
-            if st.identity.kind == STORED:
-                self._forget_unserved()
+                usage.active -= 1
+            self._take_back(st, settings)
             raise
         with self._lock:
             usage.last_error = None
+            usage.served = True
+            usage.active -= 1
         return credential
 
     def _note_use(self, st: Entry, cluster: str | None) -> _Usage:
         usage = self._use(st)
         with self._lock:
             usage.calls += 1
+            usage.active += 1
             usage.last_used = self._clock()
             if cluster and len(usage.clusters) < MAX_CLUSTERS:
                 usage.clusters.add(cluster)
         return usage
 
-    def _forget_unserved(self) -> None:
-        """Keep only the newest MAX_UNSERVED stored names that never served (typos, probes):
-        what callers name must not grow the agent without bound."""
+    def _take_back(self, st: Entry, settings: Settings | None) -> None:
+        """A call failed: if it named an identity that exists nowhere else, forget it.
+
+        A typo (``--stored nosuch``) or a cloud command line with nothing configured (no AWS
+        credentials, no gcloud ADC file, no az) must not leave an identity in status and
+        identities.json. It is taken back when a request of this run made it, it never
+        served, no other call is on it, and no person has a part in it: a stored name the
+        store does not hold, or a login that needs nobody with no tokens and no login in
+        flight (Logins.discard). One that awaits a person's login (a browser, a device code)
+        stays, as does every identity of the index or the store. The call stays in the
+        record (Diagnostics).
+        """
+        key = st.identity.key
+        if not st.new:
+            return
         with self._lock:
-            unserved = [
-                key
-                for key, u in self._usage.items()
-                if key.startswith("stored:") and u.credential is None and u.last_error
-            ][:-MAX_UNSERVED]
-            for key in unserved:
-                del self._usage[key]
-        self.registry.drop(unserved)
+            usage = self._usage.get(key)
+            if usage is None or usage.served or usage.active:
+                return
+        if settings is None:
+            if st.identity.kind != STORED or self._stored_holds(st.identity.name):
+                return
+        elif self.logins is None or not self.logins.discard(st, settings):
+            return
+        with self._lock:
+            if self._usage.get(key) is not usage or usage.served or usage.active:
+                return  # another call came meanwhile: it decides
+            del self._usage[key]
+        self.registry.discard(key)
+        log.info("%s: not kept (it never served, and nobody logs in to it)", st.identity.name)
+
+    def _stored_holds(self, name: str) -> bool:
+        """Whether the store's index lists ``name`` (an unreadable index: as if it did)."""
+        try:
+            return any(info.name == name for info in self._stored.list())
+        except AppError:
+            return True
 
     def _login_credential(
         self,

@@ -774,6 +774,27 @@ class Logins:
             self._sessions.pop(key, None)
         return True
 
+    def discard(self, st: Entry, settings: Settings) -> bool:
+        """Drop the session of ``st`` if no person has a part in it: ``settings`` need nobody
+        to log in (a machine identity, a login read from a file or a tool), and it holds no
+        tokens and no login in flight. True when dropped (the broker then takes the identity
+        back: see Broker). A person's login (a browser, a device code) stays: it awaits them."""
+        if not (settings.machine or settings.login_needs == NOBODY):
+            return False
+        key = st.identity.key
+        session = self._sessions.get(key)
+        if session is not None:
+            with session.lock:
+                if session.tokens is not None or session.refreshing or session.unsaved:
+                    return False
+        if self._flights.current(key) is not None:
+            return False
+        self._flights.forget(key)  # its block too: the next request tries afresh
+        self._scheduler.cancel(key)
+        with self._lock:
+            self._sessions.pop(key, None)
+        return True
+
     # -- refresh ahead ----------------------------------------------------------------------
 
     def _schedule(self, st: Entry, session: _Session) -> None:

@@ -48,6 +48,8 @@ class Entry:
     kept: dict[str, Any] | None = None
     """What a newer kubetray wrote in its index entry (``settings`` included) that this one
     does not know: written back as it was."""
+    new: bool = False
+    """A request of this run made it (it was not in the index): ``discard`` may take it back."""
 
 
 class Registry:
@@ -97,7 +99,7 @@ class Registry:
         with self._lock:
             st = self._states.get(key)
             if st is None:
-                st = self._states[key] = Entry(Identity(key, name, STORED))
+                st = self._states[key] = Entry(Identity(key, name, STORED), new=True)
             return st
 
     def identity(
@@ -135,7 +137,8 @@ class Registry:
             taken = self._taken(except_key=key)
             name = idmod.unique_name(wanted, taken)
             if st is None:
-                st = self._states[key] = Entry(Identity(key, name, settings.kind), settings)
+                st = Entry(Identity(key, name, settings.kind), settings, new=True)
+                self._states[key] = st
             else:
                 st.identity = Identity(key, name, settings.kind)
             st.chosen = bool(chosen)
@@ -152,14 +155,17 @@ class Registry:
                 st.settings = settings
                 self._save_index()
 
-    def drop(self, keys: Iterable[str]) -> None:
-        """Forget stored names that never served (the broker chooses which): what callers
-        name must not grow the agent without bound. Nothing of the index changes."""
+    def discard(self, key: str) -> None:
+        """Take back an identity a request of this run made (the broker decides when: it
+        never served and nobody waits on it), out of the index too. Identities read from the
+        index stay: forgetting those is ``remove``."""
         with self._lock:
-            for key in keys:
-                st = self._states.get(key)
-                if st is not None and st.settings is None:
-                    del self._states[key]
+            st = self._states.get(key)
+            if st is None or not st.new:
+                return
+            del self._states[key]
+            if st.settings is not None:
+                self._save_index()
 
     def remove(self, key: str) -> None:
         """Forget an identity (its secrets are the caller's business)."""

@@ -12,6 +12,7 @@ from app.broker.logins import Logins
 from app.broker.registry import Registry
 from app.errors import CredentialError, UsageError
 from app.model import Credential, State
+from app.oidc.errors import LoginError
 from app.static_credentials import StoredCredential, StoredCredentials
 from app.store.memory_store import MemorySecretStore
 from exec_helper.options import resolve
@@ -215,3 +216,86 @@ def test_a_credential_not_valid_yet_is_refused_and_shown(
     broker.invalidate("c")
     assert get(broker, ["--stored", "c"]).certificate_pem == "C"
     assert next(i for i in broker.status() if i.name == "c").state is State.READY
+
+
+def test_a_stored_name_nobody_stored_is_not_kept(
+    broker: Broker, stored: StoredCredentials, clock: Clock
+) -> None:
+    with pytest.raises(CredentialError, match="no stored credential named 'nosuch'"):
+        get(broker, ["--stored", "nosuch"])
+    assert broker.status() == []  # a typo is not an identity
+    start = clock() + timedelta(hours=1)
+    cred = StoredCredential(name="later", token="t", not_before=start)
+    stored.save(cred, clock())
+    with pytest.raises(CredentialError, match="not valid before"):
+        get(broker, ["--stored", "later"])
+    (entry,) = broker.status()  # one that is stored stays, with what went wrong
+    assert entry.name == "later" and entry.state is State.ERROR and entry.calls == 1
+
+
+class _NothingConfigured:
+    """A machine identity's client with nothing to sign in with (no cloud credentials)."""
+
+    fetches = 0
+
+    def __init__(self, settings: object, clock: object) -> None:
+        pass
+
+    def client_credentials(self) -> object:
+        _NothingConfigured.fetches += 1
+        raise LoginError("Unable to locate credentials", "configure them")
+
+
+MACHINE = [
+    "--oidc-issuer-url=https://idp",
+    "--oidc-client-id=ci",
+    "--oidc-client-secret=s",
+    "--grant-type=client-credentials",
+]
+PERSON = ["--oidc-issuer-url=https://idp", "--oidc-client-id=kubectl"]
+
+
+def test_an_identity_that_needs_nobody_and_failed_at_once_is_not_kept(
+    stored: StoredCredentials, clock: Clock, tmp_path: Path
+) -> None:
+    index = tmp_path / "identities.json"
+    registry = Registry(str(index))
+    logins = Logins(
+        MemorySecretStore(), registry, clock, browser=NoBrowser, client=_NothingConfigured
+    )
+    broker = Broker(stored, registry, logins=logins, clock=clock)
+    try:
+        for _ in range(2):  # the second is not held back by the first one's failure
+            with pytest.raises(LoginError, match="Unable to locate credentials"):
+                get(broker, MACHINE)
+        assert _NothingConfigured.fetches == 2
+        assert broker.status() == [] and not (jsonfile.load(str(index)) or {}).get("identities")
+        with pytest.raises(CredentialError, match="login required for kubectl@idp"):
+            get(broker, PERSON)  # a person's login: it stays, awaiting them
+        assert [i.name for i in broker.status()] == ["kubectl@idp"]
+        assert list(jsonfile.load(str(index))["identities"]) == [
+            broker.identity(resolve(PERSON)).identity.key
+        ]
+    finally:
+        logins.stop()
+
+
+def test_an_identity_of_the_index_stays_whatever_its_failure(
+    stored: StoredCredentials, clock: Clock, tmp_path: Path
+) -> None:
+    index = str(tmp_path / "identities.json")
+    first = Registry(index)
+    first.login(Broker(stored, first).wanted(resolve(MACHINE)).settings)
+    registry = Registry(index)  # the next run reads it back
+    logins = Logins(
+        MemorySecretStore(), registry, clock, browser=NoBrowser, client=_NothingConfigured
+    )
+    broker = Broker(stored, registry, logins=logins, clock=clock)
+    try:
+        with pytest.raises(LoginError):
+            get(broker, MACHINE)
+        (entry,) = broker.status()
+        assert entry.name == "ci@idp" and entry.error and "Unable to locate" in entry.error
+        assert len(jsonfile.load(index)["identities"]) == 1
+    finally:
+        logins.stop()
