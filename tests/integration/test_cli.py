@@ -1,6 +1,7 @@
 """`kubetray status`: what a person and a script see, with and without an agent."""
 
 import json
+import os
 from pathlib import Path
 
 from tests.peers import KubetrayEnv
@@ -47,3 +48,41 @@ def test_usage_errors(kt: KubetrayEnv) -> None:
     assert done.returncode == 2 and done.stderr.startswith("error: nothing to store\nhint: ")
     done = kt.kubetray("forget", "bad name")
     assert done.returncode == 2 and "invalid credential name" in done.stderr
+
+
+NOTHING_CONFIGURED = [
+    ("--stored", "nosuch"),  # a name never stored
+    ("eks", "get-token", "--cluster-name", "x"),  # no AWS credentials
+    ("gke-gcloud-auth-plugin", "--use_application_default_credentials"),  # no ADC file
+    ("get-token", "--login", "azurecli", "--server-id", "6dae42f8-4368-4678-94ff-3960e28e3630"),
+]
+
+
+def test_typos_and_clouds_with_nothing_configured_leave_no_identity(kt: KubetrayEnv) -> None:
+    for k in [k for k in kt.env if k.startswith(("AWS_", "GOOGLE_", "CLOUDSDK_", "AZURE_"))]:
+        del kt.env[k]
+    kt.env.update(
+        AWS_CONFIG_FILE=str(kt.home / "no-aws-config"),
+        AWS_SHARED_CREDENTIALS_FILE=str(kt.home / "no-aws-credentials"),
+        AWS_EC2_METADATA_DISABLED="true",  # no instance metadata service to wait for
+        PATH=os.pathsep.join(p for p in kt.env["PATH"].split(os.pathsep) if not _has_az(p)),
+    )
+    before = kt.kubetray("status")
+    assert "no identities yet" in before.stdout
+    for args in NOTHING_CONFIGURED:
+        done = kt.run_helper(*args)
+        assert done.returncode == 1 and done.stderr.strip(), (args, done.stderr)
+    after = kt.kubetray("status", "--json")
+    doc = json.loads(after.stdout)
+    assert doc["identities"] == [] and doc["calls"] == {"ok": 0, "failed": 4}
+    index = json.loads((kt.config / "identities.json").read_text())
+    assert index["identities"] == {}
+    # A person's login that nobody here can show stays: it awaits them.
+    person = ("--oidc-issuer-url", "https://idp.example", "--oidc-client-id", "kubectl")
+    assert "login required for kubectl@idp.example" in kt.run_helper(*person).stderr
+    names = [i["name"] for i in json.loads(kt.kubetray("status", "--json").stdout)["identities"]]
+    assert names == ["kubectl@idp.example"]
+
+
+def _has_az(directory: str) -> bool:
+    return os.path.exists(os.path.join(directory, "az"))
