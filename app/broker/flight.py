@@ -84,9 +84,9 @@ class Login:
         self.auth_params: dict[str, str] = {}
         """Added to the authorization request (``prompt=select_account`` to switch account)."""
         self.browser_error: str | None = None
+        """What the callers were told when the browser failed."""
         self.browser_why: str | None = None
         """Why the browser did not open, in a few words (e.g. "false exited with code 1")."""
-        """What the callers were told when the browser failed."""
         self.origin: str | None = None
         """The SSH host whose request started it (the browser opens here, on the desktop)."""
         self.explicit = False
@@ -125,13 +125,12 @@ class Login:
         return self._browser.available()
 
     def open_browser(self, url: str) -> bool:
+        """Open ``url``; False when it did not open. Where a browser was tried, the callers
+        have then been told why, with the URL (see _browser_failed)."""
         self.url = url
         if not self._browser.available():
             return False
-        if self._browser.open(url, self._browser_failed):
-            return True
-        self._browser_failed("it could not be started")
-        return False
+        return self._browser.open(url, self._browser_failed)
 
     def open_again(self, url: str) -> bool:
         """Open ``url`` (the login page, or the device code's page) once more, with the browser
@@ -142,14 +141,19 @@ class Login:
         def failed(why: str) -> None:  # waited for, so the process is reaped
             log.info("login %s: the browser did not open the page again (%s)", self.name, why)
 
-        return self._browser.open(url, failed)
+        return self._browser.open(url, failed, settle=0)  # the GUI thread: it never waits
 
     def _browser_failed(self, why: str) -> None:
+        """Tell the callers the browser failed; the URL once: not again if they have it."""
         if self.done.is_set():
             return
         self.browser_why = why
+        with self._lock:
+            told = self.url is not None and any(self.url in text for text in self._history)
         self.browser_error = (
-            f"The browser did not open ({why}). Open this URL to log in: {self.url}"
+            f"The browser did not open ({why}): open the URL above to log in."
+            if told
+            else f"The browser did not open ({why}). Open this URL to log in: {self.url}"
         )
         self.show(self.browser_error)
 

@@ -3,8 +3,9 @@
 The opener never writes to kubectl's terminal: its output goes nowhere (the agent's own stdout
 is its log, and a helper's stdout is reserved for the ExecCredential). A browser that cannot
 start, or whose command exits non-zero within WATCH seconds (chromium run as root, xdg-open
-with nothing to open), is reported through ``on_failure`` so the person gets the URL at once.
-Over SSH with no display, no local browser is ever tried.
+with nothing to open), is reported through ``on_failure`` so the person gets the URL at once;
+one that fails within SETTLE seconds is known before open() returns, so the login says the
+URL once, with why the browser failed. Over SSH with no display, no local browser is ever tried.
 """
 
 import os
@@ -18,6 +19,10 @@ from collections.abc import Callable
 
 WATCH = 5.0
 """Seconds a browser command has to fail in; one still running by then counts as opened."""
+SETTLE = 0.5
+"""Seconds open() waits for a command that fails at once (``false``, chromium run as root, a
+missing xdg-open handler): its failure is then known before the person is told where to log
+in, so the login URL is said once. A browser that keeps running costs this much, once."""
 
 
 def has_display() -> bool:
@@ -67,17 +72,25 @@ class Browser:
             return [opener, url] if opener else None
         return None  # macOS and Windows: webbrowser knows the system's way
 
-    def open(self, url: str, on_failure: Callable[[str], None] | None = None) -> bool:
-        """Open ``url``; False when nothing could be started.
+    def open(
+        self, url: str, on_failure: Callable[[str], None] | None = None, settle: float = SETTLE
+    ) -> bool:
+        """Open ``url``; False when it did not open, and ``on_failure`` hears why at once (it
+        could not be started, or it exited non-zero within ``settle`` seconds).
 
-        A command that exits non-zero within WATCH seconds calls ``on_failure`` with why,
-        from a watcher thread.
+        A command still running after ``settle`` counts as opened; if it exits non-zero
+        within WATCH seconds, ``on_failure`` hears it later, from a watcher thread. The GUI
+        thread passes 0: it never waits.
         """
         if not self.available():
             return False
         argv = self._argv(url)
         if argv is None:
-            return webbrowser.open(url, new=1)
+            if webbrowser.open(url, new=1):
+                return True
+            _tell(on_failure, "the system's browser could not be started")
+            return False
+        name = os.path.basename(argv[0])
         try:
             proc = subprocess.Popen(
                 argv,
@@ -86,19 +99,42 @@ class Browser:
                 stderr=subprocess.DEVNULL,
                 start_new_session=True,
             )
-        except OSError:
+        except OSError as e:
+            _tell(on_failure, f"{name} could not be started: {e.strerror or e}")
             return False
-        if on_failure is not None:
-            name = os.path.basename(argv[0])
+        code: int | None
+        try:
+            code = proc.wait(settle) if settle > 0 else proc.poll()
+        except subprocess.TimeoutExpired:
+            code = None
+        if code is None:  # still running: a browser window, or a slow failure (watched)
             threading.Thread(
-                target=_watch, args=(proc, name, on_failure), name="browser", daemon=True
+                target=_watch,
+                args=(proc, name, on_failure or _ignore, WATCH - settle),
+                name="browser",
+                daemon=True,
             ).start()
-        return True
+            return True
+        if code != 0:
+            _tell(on_failure, f"{name} exited with code {code}")
+            return False
+        return True  # handed the URL to the browser and left (xdg-open, open, start)
 
 
-def _watch(proc: "subprocess.Popen[bytes]", name: str, on_failure: Callable[[str], None]) -> None:
+def _ignore(_why: str) -> None:
+    pass
+
+
+def _tell(on_failure: Callable[[str], None] | None, why: str) -> None:
+    if on_failure is not None:
+        on_failure(why)
+
+
+def _watch(
+    proc: "subprocess.Popen[bytes]", name: str, on_failure: Callable[[str], None], left: float
+) -> None:
     try:
-        code = proc.wait(WATCH)
+        code = proc.wait(left)
     except subprocess.TimeoutExpired:
         return  # still running: a browser window, presumably
     if code != 0:

@@ -384,12 +384,13 @@ class OIDCClient:
                 code = _code_from_answer(answer.strip(), state)
             else:
                 self._check_login_request(url, redirect_uri)
-                opened = not s.skip_open_browser and ui.open_browser(url)
-                ui.show(
-                    f"Waiting for the login in your browser. If it did not open, visit: {url}"
-                    if opened
-                    else f"Open this URL in a browser on this machine and log in: {url}"
-                )
+                if s.skip_open_browser or not ui.browser_available:
+                    ui.show(f"Open this URL in a browser on this machine and log in: {url}")
+                elif ui.open_browser(url):
+                    ui.show(
+                        f"Waiting for the login in your browser. If it did not open, visit: {url}"
+                    )
+                # else the browser failed at once: the person was told why, with the URL
                 code = listener.wait(s.timeout, ui.cancelled)
         finally:
             if listener is not None:

@@ -204,7 +204,7 @@ def person_opens(url: str, env: dict[str, str], log: Path) -> None:
     assert done.returncode == 0, done.stderr
 
 
-def test_a_browser_that_fails_at_once_is_reported_with_the_url(
+def test_a_browser_that_fails_at_once_is_reported_with_the_url_once(
     kt: KubetrayEnv,
     start_agent: StartAgent,
     idp: IdP,
@@ -236,6 +236,8 @@ def test_a_browser_that_fails_at_once_is_reported_with_the_url(
         out, err = kubectl.communicate(timeout=60)
         assert kubectl.returncode == 0, seen + err
         assert "namespace/kubetray-proof" in out
+        assert (seen + err).count(urls[0]) == 1, seen + err  # the URL said once
+        assert "If it did not open" not in seen + err  # its failure was known before
     finally:
         stop(kubectl)
 

@@ -235,12 +235,11 @@ class EntraClient:
                 response_mode="form_post",
             )
             url = flow["auth_uri"]
-            opened = not s.skip_open_browser and ui.open_browser(url)
-            ui.show(
-                f"Waiting for the login in your browser. If it did not open, visit: {url}"
-                if opened
-                else f"Open this URL in a browser on this machine and log in: {url}"
-            )
+            if s.skip_open_browser or not ui.browser_available:
+                ui.show(f"Open this URL in a browser on this machine and log in: {url}")
+            elif ui.open_browser(url):
+                ui.show(f"Waiting for the login in your browser. If it did not open, visit: {url}")
+            # else the browser failed at once: the person was told why, with the URL (LoginUI)
             code = listener.wait(s.login_timeout, ui.cancelled)
         finally:
             listener.close()
