@@ -537,29 +537,34 @@ class TrayApp(QObject):
             buttons = tuple((k, f"{label}…" if k == "copy" else label) for k, label in buttons)
         labels = dict(buttons)
         actions = ((DEFAULT, labels.get(default, "Open kubetray")), *buttons)
-        if buttons and buttons[0][0] == "open":  # Qt's message has no buttons: say where
-            instead = f"{text} (Open login page and Copy link are in kubetray's menu.)"
-        else:
-            instead = text
 
         def otherwise() -> None:  # the service is not there after all, or it failed
             if self._notified.get(name) == kind:
                 del self._notified[name]
-            self._show_message(kind, name, title, instead, default)
+            self._show_message(kind, name, title, text, default)
 
         if self.desktop_notifications.notify(name, title, text, actions, otherwise):
             self._notified[name] = kind
             return  # the desktop's own service shows it (history, do-not-disturb, actions)
-        self._show_message(kind, name, title, instead, default)
+        self._show_message(kind, name, title, text, default)
 
     def _show_message(self, kind: str, name: str, title: str, text: str, default: str) -> None:
-        """Qt's message, where the desktop has no notification service."""
+        """Qt's message, where the desktop has no notification service. It has no buttons:
+        where the notification's would be (Open login page, Copy link) is said, and that
+        depends on the mode: the tray's menu, or (no tray) the window's buttons."""
         if self._closed:
             return
+        buttons = NOTIFICATIONS.get(kind, ("show", ()))[1]
+        login_page = bool(buttons) and buttons[0][0] == "open"
         if self.tray is not None:
+            if login_page:
+                text += " (Open login page and Copy link are in kubetray's menu.)"
             self._message = (name, default)  # a click on it does what the click would do
             self.tray.showMessage(title, text, icons.state_icon(self.state))
         elif self.main_window is not None:
+            if login_page:  # they act on the selected row: this identity's
+                which = "" if self.main_window.select_identity(name) else f"Select {name}: "
+                text += f" ({which}Open login page and Copy link are the buttons above.)"
             self.main_window.show_notice(title, text)
             if kind in ("login", "waiting", "browser", "remote"):  # it needs the person
                 bring_to_front(self.main_window)

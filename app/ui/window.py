@@ -4,7 +4,8 @@ Opened by a left-click on the tray icon, *Open kubetray* in the menu, or a secon
 Where there is no tray it *is* the app (``standalone``): every action of the menu is here,
 Quit too, and closing it asks whether to keep kubetray running (minimized, in the taskbar or
 dock) or to quit. It shows what the controller reports and forwards clicks, like the menu.
-It fits a 1280x720 screen whatever it shows: long links are elided and long words break.
+It fits a 1280x720 screen whatever it shows: long links are elided (on a line of their own,
+never broken mid-way) and long words break.
 
 The rows are a model (app.ui.identity_model) behind a filter: with hundreds of identities the
 view lays out only what is on screen, and a tick changes only the rows whose text changed.
@@ -325,6 +326,15 @@ class MainWindow(QWidget):
                 return
         raise KeyError(text)
 
+    def select_identity(self, name: str) -> bool:
+        """Select the identity ``name`` (its row's buttons act on it); False when no row
+        shows it (not listed yet, or filtered out by the search)."""
+        try:
+            self.select(name)
+        except KeyError:
+            return False
+        return True
+
     def selected_text(self) -> str | None:
         """The first column of the selected row."""
         index = self.tree.currentIndex()
@@ -429,9 +439,12 @@ class MainWindow(QWidget):
                 text = f"{name}: finish the login in your browser, or open the login page again"
             else:
                 text = f"{name}: logging in… (Cancel login stops it)"
-            if link:
+            if link:  # on a line of its own that never breaks: a URL cut mid-way is no link
                 shown = html.escape(elide(link, LINK_TEXT))
-                text += f': <a href="{html.escape(link)}" title="{html.escape(link)}">{shown}</a>'
+                text += (
+                    ':<p style="white-space:pre; margin:0">'
+                    f'<a href="{html.escape(link)}" title="{html.escape(link)}">{shown}</a></p>'
+                )
             return text
         reason = ident.error or ident.note
         prefix = f"{name}: {html.escape(breakable(reason))}<br>" if reason else ""

@@ -144,6 +144,11 @@ def test_without_a_service_the_balloon_stands_in(qtbot, view) -> None:  # type: 
     app.tray.showMessage = lambda title, *_: shown.append(title)  # type: ignore[method-assign]
     app.show_notification("failure", "x", "Login to x failed", "because")
     qtbot.wait_until(lambda: shown == ["Login to x failed"], timeout=5000)
+    bodies: list[str] = []  # it has no buttons: it says where they are, the tray's menu
+    app.tray.showMessage = lambda _title, body, *_: bodies.append(body)  # type: ignore[method-assign]
+    app.show_notification("browser", "x", "The browser did not open for x", "Open it")
+    qtbot.wait_until(lambda: bool(bodies), timeout=5000)
+    assert bodies == ["Open it (Open login page and Copy link are in kubetray's menu.)"]
 
 
 def test_a_service_slow_to_answer_holds_nothing_up(qtbot, view) -> None:  # type: ignore[no-untyped-def]

@@ -9,7 +9,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from PySide6.QtWidgets import QPushButton, QWidget
+from PySide6.QtGui import QTextDocument
+from PySide6.QtWidgets import QLabel, QPushButton, QWidget
 
 from app.broker.broker import utcnow
 from app.compose import Core
@@ -18,8 +19,10 @@ from app.model import OIDC, Caller, CallRecord, IdentityStatus, Question, State
 from app.settings import Settings
 from app.ui.controller import LoginFacts, TrayController
 from app.ui.dialogs import AddClusterDialog, ConsentDialog, LoginDialog
+from app.ui.text import elide
 from app.ui.tray import TrayApp
 from app.ui.views import DeviceCodeWindow, DiagnosticsWindow, LinkWindow
+from app.ui.window import LINK_TEXT
 from tests.core import make_core
 
 SCREEN = (1280, 720)
@@ -52,6 +55,27 @@ def fits(window: QWidget) -> None:
         if button.isVisible():
             right = button.mapTo(window, button.rect().topRight()).x()
             assert right <= window.width(), (button.text(), right, window.width())
+
+
+def link_lines(label: QLabel) -> int:
+    """On how many lines ``label`` shows its (elided) link, laid out as wide as it is."""
+    doc = QTextDocument()
+    doc.setDefaultFont(label.font())
+    doc.setHtml(label.text())
+    doc.setTextWidth(label.contentsRect().width())
+    doc.size()  # lays it out
+    text = doc.toPlainText()
+    first = text.index(elide(URL, LINK_TEXT))
+    last = first + LINK_TEXT - 1
+    spans = []  # (start, end) in the document of every laid-out line
+    block = doc.begin()
+    while block.isValid():
+        layout = block.layout()
+        for i in range(layout.lineCount()):
+            line = layout.lineAt(i)
+            spans.append((block.position() + line.textStart(), line.textLength()))
+        block = block.next()
+    return sum(1 for at, length in spans if at <= last and first < at + length)
 
 
 def long_statuses() -> list[IdentityStatus]:
@@ -87,7 +111,9 @@ def test_the_main_window_with_a_long_link_and_a_long_error(
         window.select(statuses[0].name)  # the login in flight: its link in the detail line
         shown = window.detail.text()
         assert "…" in shown and html.escape(URL) in shown  # elided, the whole link behind it
+        assert link_lines(window.detail) == 1  # never cut mid-URL (the fresh-eyes run: it was)
         fits(window)
+        assert link_lines(window.detail) == 1
         window.select("ops")  # the long error, whole in the detail line
         assert "invalid_grant" in window.detail.text()
         fits(window)
@@ -136,3 +162,33 @@ def test_diagnostics_with_a_long_error(qtbot, controller: TrayController, monkey
     qtbot.add_widget(window)
     window.select(0)
     fits(window)
+
+
+def test_without_a_tray_the_notice_points_to_the_window_s_buttons(
+    qtbot, controller: TrayController, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    statuses = long_statuses()
+    monkeypatch.setattr(controller, "identities", lambda: statuses)
+    monkeypatch.setattr(controller, "login_link", lambda name: URL)
+    view = TrayApp(controller, tray=False)
+    try:
+        window = view.main_window
+        assert window is not None and not view.desktop_notifications.available()
+        view.refresh()
+        window.select("ops")
+        name = statuses[0].name
+        view.show_notification("browser", name, f"The browser did not open for {name}", "Open")
+        qtbot.wait_until(lambda: "did not open" in window.notice.text(), timeout=5000)
+        notice = window.notice.text()
+        assert "are the buttons above" in notice and "menu" not in notice
+        assert window.selected_text() == name  # the buttons act on it
+        assert window.open_button.isVisible() and window.copy_link_button.isVisible()
+        view.show_notification("waiting", "gone", "kubectl needs you to log in to gone", "x")
+        qtbot.wait_until(lambda: "gone" in window.notice.text(), timeout=5000)
+        assert "(Select gone: Open login page and Copy link are the buttons above.)" in (
+            window.notice.text()
+        )
+        fits(window)
+    finally:
+        view.shutdown()
+        qtbot.wait(50)
