@@ -13,6 +13,9 @@ as eks.md D.6 describes so that:
   ``~/.aws/sso/cache``;
 - role credentials (SSO GetRoleCredentials, AssumeRole) are cached in memory (``role_cache``);
 - the instance metadata service is never asked (profiles.py says what is served).
+
+Every client a ``CallerSession`` makes verifies TLS against the system's CAs plus the caller's
+extra bundle (``trust.verify_path``), not botocore's bundle alone or the extra bundle alone.
 ``tests/unit/test_aws_session.py`` compares the order with botocore's, to notice upgrades.
 """
 
@@ -43,7 +46,9 @@ from botocore.credentials import (
     EnvProvider,
     ProfileProviderBuilder,
 )
+from botocore.exceptions import ProfileNotFound
 
+from app.providers.aws import trust
 from app.providers.aws.command import EksCommand
 
 
@@ -62,7 +67,8 @@ def _mapping(chain: ConfigChainFactory, variables: Mapping[str, tuple[Any, ...]]
 
 class CallerSession(botocore.session.Session):  # type: ignore[misc]
     """A botocore session that sees ``environ`` (the caller's AWS_* variables) as its
-    environment, and ``profile`` as its profile."""
+    environment, and ``profile`` as its profile; its clients trust the system's CAs plus the
+    caller's bundle (trust.UnusableBundle: that bundle cannot be read)."""
 
     def __init__(self, environ: Mapping[str, str], profile: str | None = None) -> None:
         self._caller_environ = dict(environ)
@@ -74,6 +80,19 @@ class CallerSession(botocore.session.Session):  # type: ignore[misc]
             "proxies_config", self, _mapping(chain, DEFAULT_PROXIES_CONFIG_VARS)
         )
         self.register_component("config_store", ConfigValueStore(mapping=mapping))
+        try:
+            bundle = self.get_config_variable("ca_bundle")
+        except ProfileNotFound:  # said where credentials are looked for (profiles.classify)
+            bundle = self._caller_environ.get("AWS_CA_BUNDLE")
+        self.ca_bundle: str | None = bundle or None
+        """The caller's extra CAs (AWS_CA_BUNDLE, --ca-bundle, the profile's ca_bundle)."""
+        self.verify = trust.verify_path(self.ca_bundle)
+
+    def create_client(self, *args: Any, **kwargs: Any) -> Any:
+        # botocore's own providers (SSO, AssumeRole) make their clients here too
+        if len(args) < 5 and kwargs.get("verify") is None:
+            kwargs["verify"] = self.verify
+        return super().create_client(*args, **kwargs)
 
     def _add_configured_endpoint_provider(self, client_name: str, config_store: Any) -> None:
         # botocore's own passes no environ, so os.environ (the agent's) would decide endpoints
