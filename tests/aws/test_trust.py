@@ -158,3 +158,18 @@ def test_a_certificate_nobody_trusts_is_refused_in_one_line(
         finally:
             kt.kubetray("forget", name)
 
+
+def test_doctor_reaches_iam_identity_center_with_the_same_trust(
+    sts: MotoSTS, tmp_path: Path
+) -> None:
+    """kubetray doctor's "IAM Identity Center answers" check verifies as the clients do."""
+    from app.providers.aws.login import _reach
+
+    team = CA("team CA, in AWS_CA_BUNDLE")
+    bundle = tmp_path / "team-ca.pem"
+    bundle.write_bytes(team.cert_pem)
+    with SsoStandIn(sts, tls=server_context(team)) as sso:
+        date, error = _reach(sso.url, str(bundle))
+        assert error is None and date is not None
+        date, error = _reach(sso.url, None)
+        assert date is None and error and "certificate verify failed" in error
