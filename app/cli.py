@@ -11,7 +11,7 @@ from app import cli_kubeconfig, cli_remote
 from app.cli_help import HelpFormatter, add_command
 from app.errors import AgentNotRunning, AppError, CredentialError, UsageError
 from app.model import IdentityStatus, State
-from exec_helper import version
+from exec_helper import protocol, version
 
 __version__ = version.VERSION
 
@@ -187,7 +187,7 @@ def cmd_restart(args: argparse.Namespace) -> int:
     from app.agent import client
 
     if args.all_users:
-        return _all_users(["restart"])
+        return _all_users(["restart", *(["--if-outdated"] if args.if_outdated else [])])
     try:
         before = client.call_json("status")
     except AgentNotRunning:
@@ -195,7 +195,16 @@ def cmd_restart(args: argparse.Namespace) -> int:
         return 0
     agent = before.get("agent") or {}
     pid, running = agent.get("pid"), agent.get("version")
-    result = client.call("restart")
+    # --if-outdated (a package's scripts): the agent may have noticed the upgrade and
+    # restarted into it already; a second restart would serve nobody. Asked twice: status
+    # first (agents that do not know the request's field), then the request itself (it may
+    # have restarted in between).
+    unless = version.BUILD if args.if_outdated else None
+    if unless is not None and agent.get("build") == unless:
+        print(_current(running, pid))
+        return 0
+    fields: dict[str, Any] = {protocol.UNLESS_BUILD: unless} if unless else {}
+    result = client.call("restart", **fields)
     if result.get("exit") != 0:
         if "does not know the request" not in str(result.get("stderr")):
             raise AppError(str(result.get("stderr") or "the running agent refused to restart"))
@@ -209,12 +218,19 @@ def cmd_restart(args: argparse.Namespace) -> int:
         )
         return 0
     doc = _outcome(result)
+    if doc.get("current") is True:
+        print(_current(doc.get("version") or running, doc.get("pid") or pid))
+        return 0
     waits = doc.get("waits_for") or []
     when = f"once the login to {', '.join(waits)} ends" if waits else "now"
     print(f"kubetray {running} (pid {pid}) restarts {when}, as installed now")
     if args.wait:
         return _wait_restarted(str(before.get("started")), 900.0 if waits else 60.0)
     return 0
+
+
+def _current(running: object, pid: object) -> str:
+    return f"kubetray {running} (pid {pid}) already runs the kubetray installed now: not restarted"
 
 
 def _wait_restarted(started: str, limit: float) -> int:
@@ -660,6 +676,12 @@ def build_parser() -> argparse.ArgumentParser:
         ["kubetray restart", "kubetray restart --wait"],
     )
     p.add_argument("--wait", action="store_true", help="wait until it serves again")
+    p.add_argument(
+        "--if-outdated",
+        action="store_true",
+        help="only if it runs another build than the one installed (a package's upgrade: it "
+        "may have restarted into it by itself)",
+    )
     p.add_argument(
         "--all-users",
         action="store_true",

@@ -16,10 +16,13 @@ So, first thing at start (``pin``), an agent or app:
   from the build the process runs. This costs no memory: nothing is read in advance.
 * imports the extension modules (and the libraries they link) it may need later, listed in
   LATER, so none is loaded from a newer build. Measured in bench/idle.py (``make bench-idle``).
+* keeps the data files a library reads late (listed in DATA: botocore's endpoints and models,
+  certifi's CA bundle) open, and the code that reads them asks for them here (``read_data``,
+  ``data_path``): read when needed, from the files it started with, as the archives are.
 
 Until it restarts into the new build (app/restart.py) it goes on working, logins included.
-Data files (icons, Qt's plugins, loaded at start) are read from the installation as it is:
-after an upgrade, the new ones. Windows locks a running program's files: its installer closes
+Other data files (icons, Qt's plugins, loaded at start) are read from the installation as it
+is: after an upgrade, the new ones. Windows locks a running program's files: its installer closes
 kubetray first (packaging/windows). A development install (not frozen) is left alone.
 """
 
@@ -48,14 +51,32 @@ LATER = (
     "mmap",
     "resource",
     "termios",
+    "_uuid",  # botocore's invocation ids (uuid4), MSAL's correlation ids
     # Third-party extension modules.
     "cryptography.hazmat.bindings._rust",
     "_cffi_backend",
     "yaml._yaml",
+    # requests (MSAL imports it, and authlib) decodes bodies with charset_normalizer, whose
+    # wheels are compiled (mypyc): its first use was an Entra login's.
+    "charset_normalizer.md",
+    "charset_normalizer.cd",
 )
 """Extension modules a long-running kubetray may import after start (the packaging test
 starts the bundled agent and app, deletes the bundle, and then logs in, asks status, adds a
 cluster, shows a QR code and a notification, and stops them)."""
+
+DATA = (
+    # botocore reads these for every session it makes (app/providers/aws/data.py): the
+    # endpoints, partitions and defaults, and the models of the services kubetray calls.
+    "botocore/data/*.json",
+    "botocore/data/sts/*/*",
+    "botocore/data/sso/*/*",
+    "botocore/data/sso-oidc/*/*",
+    # The CA bundle botocore verifies AWS's certificates with.
+    "certifi/cacert.pem",
+)
+"""Data files (globs in the bundle's ``_internal``) a long-running kubetray reads after start.
+Each costs an open descriptor, no memory."""
 
 _pinned: dict[str, str] = {}
 """Archive path → the path that reaches the file this process opened (its descriptor)."""
@@ -132,6 +153,60 @@ def _pin_base_library() -> bool:
     return True
 
 
+_data: dict[str, int] = {}
+"""Data file path (as the bundle names it) → the descriptor opened at start."""
+
+
+def _pin_data() -> int:
+    import glob
+
+    root = getattr(sys, "_MEIPASS", None)
+    if not isinstance(root, str):
+        return 0
+    for pattern in DATA:
+        for path in sorted(glob.glob(os.path.join(root, pattern))):
+            if os.path.isfile(path):
+                try:
+                    _data[path] = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+                except OSError as e:
+                    log.warning("cannot keep %s open: %s", path, e)
+    return len(_data)
+
+
+def pinned_under(directory: str) -> list[str]:
+    """The data files under ``directory`` kept open at start (empty when nothing was pinned:
+    a development install, or KUBETRAY_PIN=0), as paths relative to it."""
+    prefix = os.path.join(directory, "")
+    return [p[len(prefix) :] for p in _data if p.startswith(prefix)]
+
+
+def read_data(path: str) -> bytes | None:
+    """The content of the data file ``path`` as it was when this process started, if it was
+    pinned (None otherwise). Positioned reads: no shared offset, any thread."""
+    fd = _data.get(path)
+    if fd is None or sys.platform == "win32":  # nothing is pinned there (see pin)
+        return None
+    size = os.fstat(fd).st_size
+    chunks, offset = [], 0
+    while offset < size:
+        chunk = os.pread(fd, size - offset, offset)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        offset += len(chunk)
+    return b"".join(chunks)
+
+
+def data_path(path: str) -> str:
+    """A path that opens the data file ``path`` as it was at start, for libraries that open
+    files by name (OpenSSL's CA file): on Linux the descriptor's; elsewhere ``path`` itself
+    (/dev/fd/N shares the descriptor's offset, so a second open would read nothing)."""
+    fd = _data.get(path)
+    if fd is None or sys.platform != "linux":
+        return path
+    return _descriptor_path(fd)
+
+
 def _preload() -> list[str]:
     missing = []
     for name in LATER:
@@ -154,7 +229,14 @@ def pin() -> None:
     if os.environ.get(PIN_ENV) == "0":
         return
     pyz, base = _pin_pyz(), _pin_base_library()
+    data = _pin_data()
     missing = _preload()
-    log.debug("pinned the bundle (archive: %s, base library: %s; not here: %s)", pyz, base, missing)
+    log.debug(
+        "pinned the bundle (archive: %s, base library: %s, data files: %d; not here: %s)",
+        pyz,
+        base,
+        data,
+        missing,
+    )
     if not (pyz and base):
         log.warning("could not pin this bundle's archives: an upgrade may disturb this process")

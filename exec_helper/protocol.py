@@ -53,6 +53,11 @@ PROMPT_TIMEOUT = 60.0
 """How long a prompt waits for a person: well before a caller (an IDE, a script) gives up."""
 RESULT = "result"
 
+UNLESS_BUILD = "unless_build"
+"""In a ``restart`` request: restart only if the agent's build is another (the package's
+scripts send the build they installed). The answer says ``"current": true`` when it is the
+same. An agent that does not know the field restarts."""
+
 GET_CREDENTIAL = "get_credential"
 """kubetray-exec's request: ``exec_info``, ``args``, ``env``, ``stdin_tty``, ``stderr_tty``,
 ``ppid`` (see exec_helper.__main__)."""

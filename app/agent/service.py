@@ -250,15 +250,20 @@ class Service:
             finally:
                 self.on_stop(bool(request.get("when_idle")))
         elif op == "restart" and self.on_restart is not None:
-            waiting = self.on_restart()
-            send(
-                _result(
-                    0,
-                    stdout=self._json(
-                        {"pid": os.getpid(), "version": __version__, "waits_for": waiting}
-                    ),
-                )
-            )
+            # A package's scripts ask with the build they installed: an agent that already
+            # runs it (it noticed the upgrade and restarted itself) is current, not restarted
+            # a second time. Agents before this field restart anyway (the CLI asks status first).
+            unless = request.get(protocol.UNLESS_BUILD)
+            current = version.BUILD is not None and unless == version.BUILD
+            waiting = [] if current else self.on_restart()
+            doc = {
+                "pid": os.getpid(),
+                "version": __version__,
+                "build": version.BUILD,
+                "current": current,
+                "waits_for": waiting,
+            }
+            send(_result(0, stdout=self._json(doc)))
         elif op == "invalidate":
             self._broker.invalidate(_str(request, "name"))
             send(_result(0))

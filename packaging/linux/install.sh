@@ -5,7 +5,8 @@
 #   ./install.sh --uninstall  remove what install.sh put there (settings and keyring kept)
 # kubeconfig should name the helper by absolute path: <bin>/kubetray-exec (kubetray setup
 # writes it for you). Over an earlier install, a running kubetray restarts into this one once no
-# login is in flight (it would notice by itself within seconds; this makes it now, and says so).
+# login is in flight (it would notice by itself within seconds; this makes it now, and says so;
+# one that already restarted into it by itself is left alone).
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 if [ "$(id -u)" = 0 ]; then
@@ -44,5 +45,5 @@ sed "s|^Exec=kubetray\$|Exec=$opt/kubetray|" "$here/kubetray.desktop" \
   > "$share/applications/kubetray.desktop"
 cp "$here/kubetray-app.svg" "$share/icons/hicolor/scalable/apps/kubetray.svg"
 echo "installed kubetray $("$opt/kubetray" --version | cut -d' ' -f2-) in $opt; kubeconfig's exec command: $opt/kubetray-exec"
-[ -n "$upgrade" ] && { "$opt/kubetray" restart $everyone || true; }
+[ -n "$upgrade" ] && { "$opt/kubetray" restart $everyone --if-outdated || true; }
 case ":$PATH:" in *":$bin:"*) ;; *) echo "add $bin to your PATH to run kubetray" ;; esac

@@ -9,7 +9,9 @@
 ;   CloseApplications has the Restart Manager close the running kubetray (app or agent: they
 ;   stop as on "kubetray stop", logins come back from the Credential Manager), and
 ;   RestartApplications starts again, with the same arguments, those that registered for it
-;   (app\restart_windows.py calls RegisterApplicationRestart at start). Uninstall asks the
+;   (app\restart_windows.py calls RegisterApplicationRestart at start): once each, since the
+;   locked files keep a running kubetray from noticing the new build first (on Linux and macOS
+;   it can, so their scripts ask with "restart --if-outdated"). Uninstall asks the
 ;   running kubetray to stop first (and to remove its start-at-login value), then ends what is
 ;   left.
 #ifndef Version

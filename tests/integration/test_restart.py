@@ -152,6 +152,40 @@ def test_a_restart_waits_for_the_login_in_flight(kt: KubetrayEnv) -> None:
         assert idp.counts()["password"] == 1
 
 
+def test_a_package_s_restart_request_restarts_only_an_agent_on_another_build(
+    kt: KubetrayEnv,
+) -> None:
+    """The package's scripts ask with ``restart --if-outdated`` after installing: an agent that
+    noticed the new build first and restarted itself is told it is current, not restarted a
+    second time (status keeps where it came from), and one still on the old build restarts."""
+    kt.env["KUBETRAY_AGENT_COMMAND"] += " --store memory"
+    installed(kt, "9.0.0", "one")
+    assert kt.run_helper("--stored", "nothing-here").returncode == 1  # starts the agent
+    pid = kt.agent_pid()
+    installed(kt, "9.1.0", "two")  # dpkg -i; the agent notices by itself...
+    time.sleep(2.5)
+    kt.kubetray("status")
+    first = until(lambda: (a := agent_of(kt))["version"] == "9.1.0" and a)
+    assert first["restarted_from"]["version"] == "9.0.0"
+    started = json.loads(kt.kubetray("status", "--json").stdout)["started"]
+    asked = kt.kubetray("restart", "--if-outdated")  # ...before postinst asks
+    assert asked.returncode == 0, asked.stderr
+    assert asked.stdout == (
+        f"kubetray 9.1.0 (pid {pid}) already runs the kubetray installed now: not restarted\n"
+    )
+    time.sleep(1)
+    still = json.loads(kt.kubetray("status", "--json").stdout)
+    assert still["started"] == started  # no second restart
+    assert still["agent"]["restarted_from"]["version"] == "9.0.0"
+
+    installed(kt, "9.2.0", "three")  # postinst asks before the agent noticed: it restarts
+    asked = kt.kubetray("restart", "--if-outdated", "--wait")
+    assert asked.returncode == 0, asked.stderr
+    assert f"kubetray 9.1.0 (pid {pid}) restarts now" in asked.stdout, asked.stdout
+    after = until(lambda: (a := agent_of(kt))["version"] == "9.2.0" and a)
+    assert after["restarted_from"]["version"] == "9.1.0" and after["pid"] == pid
+
+
 def test_a_removed_installation_stops_the_agent_once_idle(kt: KubetrayEnv) -> None:
     build = installed(kt, "9.0.0", "one")
     kt.env["KUBETRAY_AGENT_COMMAND"] += " --store memory"

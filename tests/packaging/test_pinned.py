@@ -8,13 +8,19 @@ status, log out (revocation) and stop cleanly. Before kubetray 0.2 each of these
 (zlib.error, LookupError for utf-8-sig, "appears to have been moved or deleted").
 """
 
+import json
+import os
 import shutil
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.aws import world
+from tests.aws.moto_sts import ACCOUNT, MotoSTS
+from tests.entra import AKS_CLIENT, AKS_SERVER, TENANT, run_entra
 from tests.idp import run_idp
 from tests.integration.test_oidc import oidc_args
 from tests.integration.test_restart import until
@@ -88,6 +94,74 @@ def test_a_running_bundle_works_on_after_its_files_are_deleted(
             proc.wait()
     log = err.read_text()
     assert "Traceback" not in log and "moved or deleted" not in log, log[-3000:]
+
+
+@pytest.fixture
+def bundled_agent(bundle: Path, kt: KubetrayEnv, tmp_path: Path) -> Iterator[Path]:
+    """The bundled agent, started from a copy of the bundle that is then deleted; yields the
+    agent's stderr (checked for tracebacks by the caller)."""
+    installed = tmp_path / "opt"
+    shutil.copytree(bundle, installed / "kubetray", symlinks=True)
+    err = tmp_path / "stderr"
+    with open(err, "w") as sink:
+        proc = subprocess.Popen(
+            [str(installed / "kubetray" / "kubetray"), "agent"],
+            env=kt.env,
+            stdout=subprocess.DEVNULL,
+            stderr=sink,
+        )
+    try:
+        until(lambda: kt.agent_pid() == proc.pid and (kt.runtime / "agent.sock").exists())
+        time.sleep(1)
+        shutil.rmtree(installed)  # the installation is gone; the agent runs on
+        yield err
+        assert proc.poll() is None
+        stopped = kt.kubetray("stop")
+        assert stopped.returncode == 0, stopped.stderr
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.slow
+def test_cloud_logins_work_after_the_bundle_is_deleted(
+    bundled_agent: Path, kt: KubetrayEnv, keyring_session: None, tmp_path: Path
+) -> None:
+    """The cloud providers load more late than OIDC: botocore its models and endpoints (JSON
+    data files beside its modules), MSAL and its HTTP stack. An AWS role assumed at STS and
+    signed into an EKS token, then an Entra service principal's token, both first asked for
+    after the installation was deleted."""
+    with MotoSTS() as sts:
+        keys = sts.user_keys(f"u{os.urandom(4).hex()}")
+        files = world.write(tmp_path / "aws", "http://127.0.0.1:9", sts.url, keys=keys)
+        role = f"arn:aws:iam::{ACCOUNT}:role/eks-admin"
+        aws = kt.run_helper(
+            *("--region", "us-east-1", "eks", "get-token", "--cluster-name", "demo"),
+            *("--output", "json", "--role", role),
+            extra_env=files.env(AWS_PROFILE="dev"),
+        )
+        assert aws.returncode == 0, aws.stderr
+        assert json.loads(aws.stdout)["status"]["token"].startswith("k8s-aws-v1.")
+
+    with run_entra() as entra:
+        secret = entra.sp_secret
+        az = kt.run_helper(
+            *("get-token", "--login", "spn", "--server-id", AKS_SERVER),
+            *("--client-id", AKS_CLIENT, "--tenant-id", TENANT),
+            *("--environment", "AzurePublicCloud", "--authority-host", entra.base + "/"),
+            *("--certificate-authority", str(entra.ca_file)),
+            extra_env={
+                "AZURE_CLIENT_ID": secret["client_id"],
+                "AZURE_CLIENT_SECRET": secret["client_secret"],
+            },
+        )
+        assert az.returncode == 0, az.stderr
+        assert json.loads(az.stdout)["status"]["token"].count(".") == 2  # a JWT
+        assert entra.seen("/token")[-1]["params"]["grant_type"] == "client_credentials"
+    log = bundled_agent.read_text()
+    assert "Traceback" not in log, log[-3000:]
 
 
 def kt_cli(kt: KubetrayEnv) -> list[str]:

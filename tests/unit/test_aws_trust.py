@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from botocore.httpsession import where
 
-from app.providers.aws import trust
+from app.providers.aws import data, trust
 from app.providers.aws.command import parse
 from app.providers.aws.engine import CredentialsError, Engine
 from tests.pki import CA
@@ -54,12 +54,19 @@ def test_where_the_system_s_trust_is_no_file_botocore_s_bundle_stands_in(
 ) -> None:
     """macOS (keychain), Windows (certificate store): botocore's own CAs plus the bundle."""
     monkeypatch.setattr(trust, "system_ca_file", lambda: None)
-    assert trust.verify_path(None) is None  # botocore's default
+    assert trust.verify_path(None) == where()  # botocore's own (a development install)
     bundle = tmp_path / "team.pem"
     bundle.write_bytes(CA("team CA").cert_pem)
     path = trust.verify_path(str(bundle), str(tmp_path / "run"))
     text = Path(str(path)).read_bytes()
     assert text.startswith(Path(where()).read_bytes().rstrip(b"\n")) and bundle.read_bytes() in text
+    # the packaged agent: botocore's bundle as it was at start (an upgrade may remove the file)
+    pinned = tmp_path / "pinned.pem"
+    pinned.write_bytes(CA("certifi, pinned").cert_pem)
+    monkeypatch.setattr(data, "ca_bundle", lambda: str(pinned))
+    assert trust.verify_path(None) == str(pinned)
+    path = trust.verify_path(str(bundle), str(tmp_path / "run"))
+    assert Path(str(path)).read_bytes().startswith(pinned.read_bytes())
 
 
 def test_an_unusable_bundle_is_one_line_naming_it(system: Path, tmp_path: Path) -> None:

@@ -59,3 +59,31 @@ def test_kubetray_stop_reads_a_reset_while_the_agent_closes_as_stopping(
     assert cli.main(["stop"]) == 0
     assert capsys.readouterr().out == "stopped kubetray (pid 4242)\n"
     assert answers == []
+
+
+def test_restart_with_the_installed_build_leaves_an_agent_on_it_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A package's ``restart --if-outdated`` may reach an agent that restarted into the new
+    build by itself between the CLI's status and its request: it answers current."""
+    from app.agent import service as service_module
+    from exec_helper import protocol
+
+    monkeypatch.setattr(service_module.version, "BUILD", "two")
+    core, _ = make_core(tmp_path)
+    service = Service(core.broker, core.get_credential, core.account, str(tmp_path / "sock"))
+    asked: list[str] = []
+    service.on_restart = lambda: asked.append("restart") or []
+    answers: list[dict[str, object]] = []
+    try:
+        for request in (
+            {"op": "restart", protocol.UNLESS_BUILD: "two"},  # current: left alone
+            {"op": "restart", protocol.UNLESS_BUILD: "one"},  # another build: restarts
+            {"op": "restart"},  # kubetray restart, or a CLI before the field
+        ):
+            service.handle(request, os.getpid(), answers.append, dict)
+    finally:
+        core.stop()
+    docs = [json.loads(str(a["stdout"])) for a in answers]
+    assert [d["current"] for d in docs] == [True, False, False]
+    assert asked == ["restart", "restart"]

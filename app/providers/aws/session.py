@@ -48,7 +48,7 @@ from botocore.credentials import (
 )
 from botocore.exceptions import ProfileNotFound
 
-from app.providers.aws import trust
+from app.providers.aws import data, trust
 from app.providers.aws.command import EksCommand
 
 
@@ -80,6 +80,9 @@ class CallerSession(botocore.session.Session):  # type: ignore[misc]
             "proxies_config", self, _mapping(chain, DEFAULT_PROXIES_CONFIG_VARS)
         )
         self.register_component("config_store", ConfigValueStore(mapping=mapping))
+        loader = data.loader(self.get_config_variable("data_path"))
+        if loader is not None:  # the packaged agent: botocore's data as it was at start
+            self.register_component("data_loader", loader)
         try:
             bundle = self.get_config_variable("ca_bundle")
         except ProfileNotFound:  # said where credentials are looked for (profiles.classify)

@@ -18,8 +18,9 @@ internals). So ``verify_path`` gives botocore a file:
   distinct content into kubetray's private runtime directory (0600, named by its SHA-256, so
   every process and every restart reuses it and none ever rewrites one in use);
 - no system CA *file* (macOS keeps its trust in the keychain, Windows in its certificate store,
-  a Linux may have only a hashed directory): botocore's own bundle stands in for the system's,
-  with the extra bundle added (docs/aws.md says so).
+  a Linux may have only a hashed directory): botocore's own bundle stands in for the system's
+  (the packaged agent's copy pinned at start, providers/aws/data.py), with the extra bundle
+  added (docs/aws.md says so).
 """
 
 import functools
@@ -46,18 +47,25 @@ def system_ca_file() -> str | None:
     return ssl.get_default_verify_paths().cafile
 
 
+def botocore_bundle() -> str:
+    """The bundle botocore verifies with by itself (certifi's, else its own cacert.pem); the
+    packaged agent's copy as it was at start (data.ca_bundle: an upgrade may remove the file)."""
+    from botocore.httpsession import where
+
+    from app.providers.aws import data
+
+    return data.ca_bundle() or where()
+
+
 def verify_path(extra: str | None, directory: str | None = None) -> str | None:
-    """botocore's ``verify`` for a caller whose extra bundle is ``extra`` (None: botocore's
-    default, its own bundle: only where the system's trust is no file and nothing is added).
-    ``directory``: where a combined file goes (the runtime directory)."""
+    """botocore's ``verify`` for a caller whose extra bundle is ``extra``. ``directory``: where
+    a combined file goes (the runtime directory)."""
     system = system_ca_file()
     if not extra:
-        return system
+        return system or botocore_bundle()
     _check(extra)
     if system is None:
-        from botocore.httpsession import where  # certifi's, else botocore's cacert.pem
-
-        system = where()
+        system = botocore_bundle()
     if directory is None:
         from exec_helper import paths
 
