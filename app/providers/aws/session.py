@@ -80,16 +80,21 @@ class CallerSession(botocore.session.Session):  # type: ignore[misc]
             "proxies_config", self, _mapping(chain, DEFAULT_PROXIES_CONFIG_VARS)
         )
         self.register_component("config_store", ConfigValueStore(mapping=mapping))
-        loader = data.loader(self.get_config_variable("data_path"))
+        loader = data.loader(self._setting("data_path", "AWS_DATA_PATH"))
         if loader is not None:  # the packaged agent: botocore's data as it was at start
             self.register_component("data_loader", loader)
-        try:
-            bundle = self.get_config_variable("ca_bundle")
-        except ProfileNotFound:  # said where credentials are looked for (profiles.classify)
-            bundle = self._caller_environ.get("AWS_CA_BUNDLE")
-        self.ca_bundle: str | None = bundle or None
+        self.ca_bundle: str | None = self._setting("ca_bundle", "AWS_CA_BUNDLE") or None
         """The caller's extra CAs (AWS_CA_BUNDLE, --ca-bundle, the profile's ca_bundle)."""
         self.verify = trust.verify_path(self.ca_bundle)
+
+    def _setting(self, name: str, env_name: str) -> Any:
+        """A setting read before the profile is known to exist: a missing profile is said
+        where credentials are looked for (profiles.classify: "Unable to locate credentials"),
+        not here; its environment variable still counts."""
+        try:
+            return self.get_config_variable(name)
+        except ProfileNotFound:
+            return self._caller_environ.get(env_name)
 
     def create_client(self, *args: Any, **kwargs: Any) -> Any:
         # botocore's own providers (SSO, AssumeRole) make their clients here too
