@@ -9,16 +9,21 @@ The menu is built once and then only changed where the state changed: each ident
 (``IdentityRow``) with a fixed set of entries whose text and visibility follow its state, so a
 StatusNotifierItem host gets an ItemsPropertiesUpdated for what changed instead of a new
 layout, and the tooltip and icon are sent only when they differ.
+
+With more than MENU_IDENTITIES identities the menu is still a menu: it shows the ones that
+matter now (``that_matter``) and *All N identities…*, which opens the main window with its
+filter focused. Rows exist only for the identities shown, so a tick costs the same at 500.
 """
 
 import time
+from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 from urllib.parse import urlsplit
 
 from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtGui import QAction, QGuiApplication
-from PySide6.QtWidgets import QApplication, QMenu, QSystemTrayIcon, QWidget
+from PySide6.QtWidgets import QApplication, QMenu, QMessageBox, QSystemTrayIcon, QWidget
 from shiboken6 import Shiboken
 
 from app.model import IdentityStatus, State
@@ -28,7 +33,13 @@ from app.ui.dialogs import AddClusterDialog, ConsentDialog, SettingsDialog, ask_
 from app.ui.notify import DEFAULT, DesktopNotifications
 from app.ui.text import details, time_left, who
 from app.ui.tray_host import TrayHost
-from app.ui.views import DeviceCodeWindow, DiagnosticsWindow, LinkWindow, bring_to_front
+from app.ui.views import (
+    DeviceCodeWindow,
+    DiagnosticsWindow,
+    LinkWindow,
+    bring_to_front,
+    show_about,
+)
 from app.ui.window import MainWindow
 
 
@@ -70,6 +81,39 @@ place again (the panel was on its way); later the person may be using it, and it
 
 MENU_TEXT = 60
 """The longest text in the menu: a login URL once made it as wide as the screen."""
+
+MENU_IDENTITIES = 8
+"""The most identities the menu lists; beyond, the ones that matter and *All N identities…*."""
+
+SOON = timedelta(hours=1)
+"""An identity that expires within this is worth a line in a crowded menu."""
+
+
+def that_matter(
+    identities: list[IdentityStatus], now: datetime, limit: int = MENU_IDENTITIES
+) -> list[IdentityStatus]:
+    """The identities a crowded menu shows, in their usual order: all of them up to ``limit``;
+    beyond, first those logging in now, then those that need the person (a login, an error),
+    then those expiring soonest (within SOON), then the most recently used by kubectl."""
+    if len(identities) <= limit:
+        return identities
+
+    def rank(ident: IdentityStatus) -> tuple[int, float]:
+        if ident.state is State.LOGGING_IN:
+            return (0, 0.0)
+        if ident.state in (State.NEEDS_LOGIN, State.EXPIRED, State.ERROR, State.NOT_YET_VALID):
+            return (1, 0.0)
+        if ident.expires:
+            left = (datetime.fromisoformat(ident.expires) - now).total_seconds()
+            if ident.state is State.EXPIRING or left < SOON.total_seconds():
+                return (2, left)
+        if ident.last_used:
+            return (3, -datetime.fromisoformat(ident.last_used).timestamp())
+        return (4, 0.0)
+
+    order = {ident.name: i for i, ident in enumerate(identities)}
+    chosen = sorted(identities, key=lambda i: (rank(i), order[i.name]))[:limit]
+    return sorted(chosen, key=lambda i: order[i.name])
 
 
 def menu_text(text: str, limit: int = MENU_TEXT) -> str:
@@ -184,6 +228,7 @@ class TrayApp(QObject):
         self.consent_dialogs: dict[str, ConsentDialog] = {}
         self.link_windows: dict[str, LinkWindow] = {}
         self.diagnostics: DiagnosticsWindow | None = None
+        self.about: QMessageBox | None = None
         self.notifications: list[tuple[str, str, str]] = []
         self.desktop_notifications = DesktopNotifications()
         self.desktop_notifications.action.connect(self._notification_action)
@@ -290,7 +335,8 @@ class TrayApp(QObject):
         identities = self.controller.identities()
         now = self.controller.clock()
         state = icons.overall_state(identities)
-        tooltip = self._tooltip_text(identities, now)
+        shown = that_matter(identities, now)
+        tooltip = self._tooltip_text(identities, shown, now)
         if self.tray is not None:
             if state != self.state or self.tray.icon().isNull():
                 self.tray.setIcon(icons.state_icon(state))
@@ -299,15 +345,18 @@ class TrayApp(QObject):
         self.state, self._tooltip = state, tooltip
         if self.main_window is not None and self.main_window.isVisible():
             self.main_window.update_status(identities, now)
-        self._update_menu(identities, now)
+        self._update_menu(identities, shown, now)
         self._withdraw_answered(identities)
 
-    def _tooltip_text(self, identities: list[IdentityStatus], now: Any) -> str:
+    def _tooltip_text(
+        self, identities: list[IdentityStatus], shown: list[IdentityStatus], now: Any
+    ) -> str:
         if not identities:
             return "kubetray: nothing set up yet"
-        return "kubetray\n" + "\n".join(
-            f"{i.name}: {i.state} {time_left(i.expires, now)}".rstrip() for i in identities
-        )
+        lines = [f"{i.name}: {i.state} {time_left(i.expires, now)}".rstrip() for i in shown]
+        if len(shown) < len(identities):
+            lines.append(f"and {len(identities) - len(shown)} more")
+        return "kubetray\n" + "\n".join(lines)
 
     def line(self, ident: IdentityStatus, now: Any) -> str:
         """The identity's one line in the menu: its name and a short state."""
@@ -328,6 +377,8 @@ class TrayApp(QObject):
         menu.addSeparator()
         self._empty = menu.addAction("No identities yet: add a cluster, or run kubectl")
         self._empty.setEnabled(False)
+        self._more = menu.addAction("", self.show_all_identities)
+        self._more.setVisible(False)
         self._notice = menu.addAction("")
         self._notice.setEnabled(False)
         self._notice.setVisible(False)
@@ -337,17 +388,22 @@ class TrayApp(QObject):
         menu.addAction("Add cluster…", self.add_cluster)
         menu.addAction("Settings", self.show_settings)
         menu.addAction("Diagnostics", self.show_diagnostics)
+        menu.addAction("About kubetray", self.show_about)
         menu.addSeparator()
         menu.addAction("Quit kubetray", QApplication.quit)
 
-    def _update_menu(self, identities: list[IdentityStatus], now: Any) -> None:
+    def _update_menu(
+        self, identities: list[IdentityStatus], shown: list[IdentityStatus], now: Any
+    ) -> None:
         c = self.controller
-        names = tuple(i.name for i in identities)
+        names = tuple(i.name for i in shown)
         if names != self._order:
             self._place_rows(names)
-        for ident in identities:
+        for ident in shown:
             self._rows[ident.name].update(self, ident, now)
         _update(self._empty, visible=not identities)
+        more = len(shown) < len(identities)
+        _update(self._more, f"All {len(identities)} identities…", visible=more)
         notice = c.store_notice[:1].upper() + c.store_notice[1:] if c.store_notice else ""
         _update(self._notice, menu_text(notice), visible=bool(notice))
         self._notice.setToolTip(notice)
@@ -599,11 +655,20 @@ class TrayApp(QObject):
         self.main_window.update_status(self.controller.identities(), self.controller.clock())
         bring_to_front(self.main_window)
 
+    def show_all_identities(self) -> None:
+        """The main window with its filter focused: the menu lists only the ones that matter."""
+        self.show_main_window()
+        if self.main_window is not None:
+            self.main_window.focus_search()
+
     def show_diagnostics(self) -> None:
         if self.diagnostics is None:
             self.diagnostics = DiagnosticsWindow(self.controller)
         self.diagnostics.refresh()
         bring_to_front(self.diagnostics)
+
+    def show_about(self) -> None:
+        self.about = show_about(self.about)
 
     def add_cluster(self) -> None:
         self.add_dialog = AddClusterDialog(self.controller)

@@ -5,14 +5,18 @@ Where there is no tray it *is* the app (``standalone``): every action of the men
 Quit too, and closing it asks whether to keep kubetray running (minimized, in the taskbar or
 dock) or to quit. It shows what the controller reports and forwards clicks, like the menu.
 It fits a 1280x720 screen whatever it shows: long links are elided and long words break.
+
+The rows are a model (app.ui.identity_model) behind a filter: with hundreds of identities the
+view lays out only what is on screen, and a tick changes only the rows whose text changed.
 """
 
 import html
 from collections.abc import Callable
 from datetime import datetime
+from urllib.parse import urlsplit
 
-from PySide6.QtCore import Qt
-from PySide6.QtGui import QCloseEvent, QGuiApplication
+from PySide6.QtCore import QModelIndex, Qt
+from PySide6.QtGui import QCloseEvent, QGuiApplication, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QApplication,
@@ -22,8 +26,7 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QMessageBox,
     QPushButton,
-    QTreeWidget,
-    QTreeWidgetItem,
+    QTreeView,
     QVBoxLayout,
     QWidget,
 )
@@ -32,6 +35,7 @@ from app.model import ContextUse, IdentityStatus, State
 from app.ui import icons
 from app.ui.controller import TrayController
 from app.ui.dialogs import AddClusterDialog, SettingsDialog
+from app.ui.identity_model import COLUMNS, KEY, IdentityModel, Row, filter_proxy
 from app.ui.text import (
     breakable,
     details,
@@ -42,11 +46,9 @@ from app.ui.text import (
     time_left,
     who,
 )
-from app.ui.views import bring_to_front
+from app.ui.views import bring_to_front, show_about
 
 OTHER = "Other contexts"
-KEY = Qt.ItemDataRole.UserRole
-"""An item's key: ("identity", name) or ("context", context name, identity name or "")."""
 LINK_TEXT = 64
 """Characters of a login link shown in the window (all of it behind the link and its tip)."""
 
@@ -54,9 +56,11 @@ LINK_TEXT = 64
 class MainWindow(QWidget):
     """A tree of identities and their contexts, a search field, and the actions on a row."""
 
-    COLUMNS = ("Identity / context", "Signed in as", "State", "Time left", "Cluster")
+    COLUMNS = COLUMNS
     SEARCH_FROM = 8
     """Rows from which the search field is shown."""
+    FIT_ROWS = 200
+    """Rows whose text sizes the columns: all of 1,000 rows took most of the first open."""
 
     def __init__(self, controller: TrayController, show_diagnostics: Callable[[], None]) -> None:
         super().__init__()
@@ -64,6 +68,8 @@ class MainWindow(QWidget):
         self._controller = controller
         self._signature: object = None
         self._identities: dict[str, IdentityStatus] = {}
+        self._shown: dict[str, tuple[IdentityStatus, str]] = {}
+        """What each identity's row was last filled from (its status, its time left)."""
         self.standalone = False
         """No tray: this window is the app (closing it asks)."""
         self.stood_in_at: float | None = None
@@ -76,19 +82,29 @@ class MainWindow(QWidget):
         self.summary = QLabel()
         layout.addWidget(self.summary)
         self.search = QLineEdit()
-        self.search.setPlaceholderText("Search contexts, clusters, people…")
+        self.search.setPlaceholderText(
+            "Filter by identity, person, issuer, cluster, state… (Ctrl+F)"
+        )
         self.search.setClearButtonEnabled(True)
         self.search.textChanged.connect(self._filter)
         self.search.hide()
         layout.addWidget(self.search)
-        self.tree = QTreeWidget()
-        self.tree.setColumnCount(len(self.COLUMNS))
-        self.tree.setHeaderLabels(list(self.COLUMNS))
+        QShortcut(QKeySequence.StandardKey.Find, self, self.focus_search)
+        self.model = IdentityModel()
+        self.proxy = filter_proxy(self.model)
+        self.tree = QTreeView()
+        self.tree.setModel(self.proxy)
+        self.tree.setUniformRowHeights(True)
+        self.tree.setEditTriggers(
+            QAbstractItemView.EditTrigger.NoEditTriggers
+        )  # no row measured but those on screen
         self.tree.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        self.tree.header().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        self.tree.header().setStretchLastSection(True)
-        self.tree.itemSelectionChanged.connect(self._update_buttons)
-        self.tree.itemDoubleClicked.connect(lambda *_: self.copy_kubectl_line())
+        header = self.tree.header()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        header.setResizeContentsPrecision(self.FIT_ROWS)
+        header.setStretchLastSection(True)
+        self.tree.selectionModel().currentChanged.connect(lambda *_: self._update_buttons())
+        self.tree.doubleClicked.connect(lambda *_: self.copy_kubectl_line())
         layout.addWidget(self.tree)
         self.detail = QLabel("")
         self.detail.setWordWrap(True)
@@ -133,6 +149,10 @@ class MainWindow(QWidget):
         self.settings_button.clicked.connect(self.show_settings)
         self.diagnostics_button = QPushButton("Diagnostics")
         self.diagnostics_button.clicked.connect(show_diagnostics)
+        self.about_button = QPushButton("About")
+        self.about_button.setToolTip("Which kubetray this is: version, build, where it runs from")
+        self.about_button.clicked.connect(self.show_about)
+        self.about: QMessageBox | None = None
         # Apart from the login buttons: removing is not a slip of the mouse away.
         self.remove_button = QPushButton("Remove identity…")
         self.remove_button.setToolTip(
@@ -152,6 +172,7 @@ class MainWindow(QWidget):
             self.add_button,
             self.settings_button,
             self.diagnostics_button,
+            self.about_button,
         ):
             row2.addWidget(button)
         row2.addStretch(1)
@@ -192,17 +213,17 @@ class MainWindow(QWidget):
             tuple(c.context for c in others),
             tuple(cluster_of.items()),
         )
+        lefts = [time_left(ident.expires, now) for ident in identities]
         if signature != self._signature:
             self._signature = signature
-            self._rebuild(identities, others, cluster_of)
-        for item in self._items():
-            key = item.data(0, KEY)
-            ident = self._identity_of(item)
-            if key[0] == "identity" and ident is not None:
-                self._fill_identity(item, ident, now)
-            elif ident is not None:
-                item.setText(2, state_line(ident))
-                item.setText(3, time_left(ident.expires, now))
+            self._rebuild([self._identity_row(i, now, cluster_of) for i in identities], others)
+        else:
+            for top, (ident, left) in enumerate(zip(identities, lefts, strict=True)):
+                if self._shown.get(ident.name) == (ident, left):
+                    continue  # the same status and time left: the same texts
+                row = self._identity_row(ident, now, cluster_of)
+                self.model.set_texts(top, row.texts, row.tip, [c.texts for c in row.children])
+        self._shown = {i.name: (i, left) for i, left in zip(identities, lefts, strict=True)}
         n = len(contexts)
         self.summary.setText(
             f"{plural(len(identities), 'identity', 'identities')}, "
@@ -220,126 +241,131 @@ class MainWindow(QWidget):
         self.store_notice.setVisible(bool(notice))
         self._update_buttons()
 
-    def _rebuild(
-        self,
-        identities: list[IdentityStatus],
-        others: list[ContextUse],
-        cluster_of: dict[str, str],
-    ) -> None:
+    def _rebuild(self, tops: list[Row], others: list[ContextUse]) -> None:
         selected = self._selected_key()
-        self.tree.clear()
-        for ident in identities:
-            top = QTreeWidgetItem(self.tree, [ident.name])
-            top.setData(0, KEY, ("identity", ident.name))
-            font = top.font(0)
-            font.setBold(True)
-            top.setFont(0, font)
-            for name in ident.contexts:
-                child = QTreeWidgetItem(top, [name, "", "", "", cluster_of.get(name, "")])
-                child.setData(0, KEY, ("context", name, ident.name))
         if others:
-            top = QTreeWidgetItem(self.tree, [OTHER])
-            top.setData(0, KEY, ("other", ""))
             ours = self._controller.helper_contexts()
-            for use in others:
-                user = f"user {use.user}" + (
-                    " (kubetray, not used yet)" if use.context in ours else ""
+            tops.append(
+                Row(
+                    ("other", ""),
+                    (OTHER, "", "", "", "", ""),
+                    children=[
+                        Row(
+                            ("context", use.context, ""),
+                            (
+                                use.context,
+                                f"user {use.user}"
+                                + (" (kubetray, not used yet)" if use.context in ours else ""),
+                                "",
+                                "",
+                                use.cluster,
+                                "",
+                            ),
+                        )
+                        for use in others
+                    ],
                 )
-                child = QTreeWidgetItem(top, [use.context, user, "", "", use.cluster])
-                child.setData(0, KEY, ("context", use.context, ""))
+            )
+        self.model.set_rows(tops)
         self.tree.expandAll()
-        items = self._items()
-        keep = next((item for item in items if item.data(0, KEY) == selected), None)
-        if keep is None and items:
-            keep = items[0]  # something is always selected: the buttons say what they do
-        if keep is not None:
-            self.tree.setCurrentItem(keep)
-        self._filter(self.search.text())
-
-    def _fill_identity(self, item: QTreeWidgetItem, ident: IdentityStatus, now: datetime) -> None:
-        texts = [
-            ident.name,
-            who(ident) or ("" if ident.logs_in else ident.kind),
-            state_line(ident),
-            time_left(ident.expires, now),
-            ", ".join(ident.clusters),
-        ]
-        for col, text in enumerate(texts):
-            item.setText(col, text)
-        tip = "\n".join(filter(None, [ident.error or ident.note, details(ident)]))
-        for col in range(len(texts)):
-            item.setToolTip(col, tip)
-
-    def _tops(self) -> list[QTreeWidgetItem]:
-        items = (self.tree.topLevelItem(i) for i in range(self.tree.topLevelItemCount()))
-        return [item for item in items if item is not None]
+        keep = self.proxy.mapFromSource(self.model.find(selected))
+        if not keep.isValid():
+            keep = self.proxy.index(0, 0)  # something is always selected: the buttons say what
+        if keep.isValid():
+            self.tree.setCurrentIndex(keep)
 
     @staticmethod
-    def _children(top: QTreeWidgetItem) -> list[QTreeWidgetItem]:
-        items = (top.child(j) for j in range(top.childCount()))
-        return [item for item in items if item is not None]
+    def _identity_row(ident: IdentityStatus, now: datetime, cluster_of: dict[str, str]) -> Row:
+        """An identity's row and its contexts', as they read now."""
+        state, left = state_line(ident), time_left(ident.expires, now)
+        texts = (
+            ident.name,
+            who(ident) or ("" if ident.logs_in else ident.kind),
+            state,
+            left,
+            ", ".join(ident.clusters),
+            urlsplit(ident.issuer).netloc if ident.issuer else "",
+        )
+        return Row(
+            ("identity", ident.name),
+            texts,
+            tip="\n".join(filter(None, [ident.error or ident.note, details(ident)])),
+            children=[
+                Row(
+                    ("context", name, ident.name),
+                    (name, "", state, left, cluster_of.get(name, ""), ""),
+                )
+                for name in ident.contexts
+            ],
+        )
 
-    def _items(self) -> list[QTreeWidgetItem]:
+    def _visible(self, parent: QModelIndex = QModelIndex()) -> list[QModelIndex]:  # noqa: B008
+        """Every row the filter lets through, each top row followed by its children."""
         out = []
-        for top in self._tops():
-            out.append(top)
-            out.extend(self._children(top))
+        for i in range(self.proxy.rowCount(parent)):
+            index = self.proxy.index(i, 0, parent)
+            out.append(index)
+            out.extend(self._visible(index))
         return out
 
     def rows(self) -> list[tuple[str, ...]]:
         """Every visible row as its texts, children indented by two spaces (for tests)."""
         out = []
-        for item in self._items():
-            if item.isHidden():
-                continue
-            indent = "  " if item.parent() is not None else ""
-            out.append(tuple([indent + item.text(0)] + [item.text(c) for c in range(1, 5)]))
+        for index in self._visible():
+            indent = "  " if index.parent().isValid() else ""
+            texts = [str(index.siblingAtColumn(c).data()) for c in range(len(self.COLUMNS))]
+            out.append((indent + texts[0], *texts[1:]))
         return out
 
     def select(self, text: str) -> None:
         """Select the first row whose first column is ``text``."""
-        for item in self._items():
-            if item.text(0) == text:
-                self.tree.setCurrentItem(item)
+        for index in self._visible():
+            if index.data() == text:
+                self.tree.setCurrentIndex(index)
                 return
         raise KeyError(text)
 
+    def selected_text(self) -> str | None:
+        """The first column of the selected row."""
+        index = self.tree.currentIndex()
+        return str(index.siblingAtColumn(0).data()) if index.isValid() else None
+
+    def focus_search(self) -> None:
+        """The filter, ready to type in (Ctrl+F, and *All N identities…* in the menu)."""
+        self.search.show()
+        self.search.setFocus(Qt.FocusReason.ShortcutFocusReason)
+        self.search.selectAll()
+
     def _filter(self, text: str) -> None:
-        needle = text.strip().lower()
-        for top in self._tops():
-            own = not needle or any(needle in top.text(c).lower() for c in range(5))
-            shown = 0
-            for child in self._children(top):
-                match = own or any(needle in child.text(c).lower() for c in range(5))
-                child.setHidden(not match)
-                shown += match
-            top.setHidden(not (own or shown))
+        self.proxy.setFilterFixedString(text.strip())
+        self.tree.expandAll()
+        if not self.tree.currentIndex().isValid() and self.proxy.rowCount():
+            self.tree.setCurrentIndex(self.proxy.index(0, 0))
 
     # -- actions ----------------------------------------------------------------------------
 
-    def _selected(self) -> QTreeWidgetItem | None:
-        items = self.tree.selectedItems()
-        return items[0] if items else None
+    def _selected(self) -> tuple[str, ...] | None:
+        """The selected row's key (see app.ui.identity_model.KEY)."""
+        index = self.tree.currentIndex()
+        key = index.data(KEY) if index.isValid() else None
+        return tuple(key) if key is not None else None
 
     def _selected_key(self) -> object:
-        item = self._selected()
-        return item.data(0, KEY) if item is not None else None
+        return self._selected()
 
-    def _identity_of(self, item: QTreeWidgetItem | None) -> IdentityStatus | None:
-        if item is None:
+    def _identity_of(self, key: tuple[str, ...] | None) -> IdentityStatus | None:
+        if key is None:
             return None
-        key = item.data(0, KEY)
         name = key[1] if key[0] == "identity" else key[2] if key[0] == "context" else ""
         return self._identities.get(name)
 
-    def _context_of(self, item: QTreeWidgetItem | None) -> str | None:
+    def _context_of(self, key: tuple[str, ...] | None) -> str | None:
         """The selected context, or the first context of the selected identity."""
-        if item is None:
+        if key is None:
             return None
-        key = item.data(0, KEY)
         if key[0] == "context":
             return str(key[1])
-        ident = self._identity_of(item)
+        ident = self._identity_of(key)
         return ident.contexts[0] if ident is not None and ident.contexts else None
 
     def _login_moved(self, *_args: object) -> None:
@@ -369,21 +395,21 @@ class MainWindow(QWidget):
         self.detail.setText(self._detail(item, ident, link))
 
     def _detail(
-        self, item: QTreeWidgetItem | None, ident: IdentityStatus | None, link: str | None
+        self, item: tuple[str, ...] | None, ident: IdentityStatus | None, link: str | None
     ) -> str:
         """What the selected row needs from the person, or why its buttons are off."""
         if item is None:
-            if self.tree.topLevelItemCount():
+            if self.proxy.rowCount():
                 return "Select an identity or a context to log in, log out or copy a kubectl line."
             return "Add a cluster to start: kubetray then logs you in when kubectl needs it."
         if ident is None:
-            if item.data(0, KEY)[0] == "other":
+            if item[0] == "other":
                 return "These contexts do not use kubetray: there is nothing to log in to here."
             if self._unused_context(item) is not None:
                 return (
                     "kubectl has not used this context yet: <b>Log in</b> signs you in for it now."
                 )
-            if item.data(0, KEY)[0] == "context":
+            if item[0] == "context":
                 return (
                     "This context does not use a kubetray login (or kubectl has not used it "
                     "yet): kubetray cannot log it in. Copy its kubectl line to try it."
@@ -418,9 +444,8 @@ class MainWindow(QWidget):
         if ident is not None:
             action(ident.name)
 
-    def _unused_context(self, item: QTreeWidgetItem | None) -> str | None:
+    def _unused_context(self, key: tuple[str, ...] | None) -> str | None:
         """A context whose user runs kubetray-exec but that kubectl has not used yet."""
-        key = item.data(0, KEY) if item is not None else None
         if key is None or key[0] != "context" or key[2]:
             return None
         return str(key[1]) if key[1] in self._controller.helper_contexts() else None
@@ -534,6 +559,9 @@ class MainWindow(QWidget):
         if self.add_dialog is None or not self.add_dialog.isVisible():
             self.add_dialog = AddClusterDialog(self._controller, self)
         bring_to_front(self.add_dialog)
+
+    def show_about(self) -> None:
+        self.about = show_about(self.about, self)
 
     def show_settings(self) -> None:
         if self.settings_dialog is None or not self.settings_dialog.isVisible():

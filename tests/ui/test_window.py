@@ -189,7 +189,7 @@ def test_window_updates_live(qtbot, view: TrayApp, world, tmp_path: Path) -> Non
     doc["contexts"].append({"name": "dev-2", "context": {"cluster": "lab", "user": "team"}})
     second.write_text(yaml.safe_dump(doc))
     qtbot.wait_until(lambda: "  dev-2" in [r[0] for r in window.rows()], timeout=5000)
-    assert window.tree.selectedItems()[0].text(0) == "team"  # the selection survived
+    assert window.selected_text() == "team"  # the selection survived
 
 
 def test_search_when_there_are_many(qtbot, view: TrayApp, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
@@ -265,7 +265,7 @@ def test_first_row_selected_hint_icon_and_plurals(qtbot, view: TrayApp) -> None:
     view.show_main_window()
     window = view.main_window
     assert window is not None
-    assert window.tree.selectedItems()[0].text(0) == window.rows()[0][0] == "team"
+    assert window.selected_text() == window.rows()[0][0] == "team"
     assert window.summary.text() == "1 identity, 4 kubeconfig contexts"
     # The selected row says what to do, and the buttons do it.
     assert "is signed out: click <b>Log in</b>" in window.detail.text()

@@ -19,6 +19,7 @@ from app.settings import Settings
 from app.ui.controller import TrayController
 from app.ui.tray import TrayApp
 from app.ui.window import MainWindow
+from exec_helper import version
 from tests.core import make_core
 from tests.idp import run_idp
 from tests.ui.modal import when_modal
@@ -35,6 +36,7 @@ WINDOW_BUTTON = {
     "Add cluster…": "add_button",
     "Settings": "settings_button",
     "Diagnostics": "diagnostics_button",
+    "About kubetray": "about_button",
     "Quit kubetray": "quit_button",
 }
 """Each entry of the tray's menu and the window's button that does the same."""
@@ -138,6 +140,9 @@ def test_every_action_of_the_menu_is_in_the_window_and_does_the_same(
         window.add_dialog.reject()
         window.diagnostics_button.click()
         assert view.diagnostics is not None and view.diagnostics.isVisible()
+        window.about_button.click()  # which kubetray: the version and where it runs from
+        assert window.about is not None and window.about.isVisible()
+        assert f"kubetray {version.VERSION}" in window.about.text()
         # Remove asks first, then forgets the identity.
         window.select("lab")
         when_modal(lambda box: next(b for b in box.buttons() if b.text() == "Remove").click())
