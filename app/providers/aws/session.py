@@ -85,7 +85,7 @@ class CallerSession(botocore.session.Session):  # type: ignore[misc]
             self.register_component("data_loader", loader)
         self.ca_bundle: str | None = self._setting("ca_bundle", "AWS_CA_BUNDLE") or None
         """The caller's extra CAs (AWS_CA_BUNDLE, --ca-bundle, the profile's ca_bundle)."""
-        self.verify = trust.verify_path(self.ca_bundle)
+        self.verify: str = trust.verify_path(self.ca_bundle)
 
     def _setting(self, name: str, env_name: str) -> Any:
         """A setting read before the profile is known to exist: a missing profile is said

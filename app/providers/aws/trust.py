@@ -57,7 +57,7 @@ def botocore_bundle() -> str:
     return data.ca_bundle() or where()
 
 
-def verify_path(extra: str | None, directory: str | None = None) -> str | None:
+def verify_path(extra: str | None, directory: str | None = None) -> str:
     """botocore's ``verify`` for a caller whose extra bundle is ``extra``. ``directory``: where
     a combined file goes (the runtime directory)."""
     system = system_ca_file()
