@@ -139,6 +139,7 @@ def test_the_menu_through_dbusmenu_logs_in_and_cancels(
                 "Add cluster…",
                 "Settings",
                 "Diagnostics",
+                "About kubetray",
                 "Quit kubetray",
             ]
             panel.about_to_show()

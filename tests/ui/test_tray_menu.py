@@ -103,10 +103,11 @@ def test_four_identities_make_a_short_menu(qtbot, view: TrayApp, core) -> None: 
         "Add cluster…",
         "Settings",
         "Diagnostics",
+        "About kubetray",
         "Quit kubetray",
     ]
     shown = [a for a in view.menu.actions() if a.isVisible()]
-    assert len(shown) <= 13  # with the separators; it was 23
+    assert len(shown) <= 14  # with the separators; it was 23
     sub = view.identity_menus["prod"]
     assert [a.text() for a in sub.actions() if a.text() and a.isVisible()] == [
         "prod.idp.invalid",
