@@ -719,10 +719,14 @@ class Logins:
 
     def _interactive_login(self, st: Entry, settings: Settings, login: Login) -> TokenSet:
         client = self.client(st, settings)
-        if self.notice:
-            login.show(self.notice)
-            self.notice = None
-        login.show(f"Logging in to {st.identity.name} ({settings.where})…")
+        # Only a person's login is announced, with the notice that it will not outlive the
+        # agent: taking over a cloud CLI's login (ADC, aws sso's cache) needs nobody, is done
+        # again unseen after a restart, and when it fails its one line says what to do.
+        if settings.login_needs != NOBODY:
+            if self.notice:
+                login.show(self.notice, terminal=False)  # the agent's terminal heard it at start
+                self.notice = None
+            login.show(f"Logging in to {st.identity.name} ({settings.where})…")
         return client.login(login, self._session(st).tokens)
 
     def cancel(self, name: str) -> bool:
