@@ -126,7 +126,9 @@ def test_memory_store_is_said_and_lasting_secrets_refuse(
     headless: KubetrayEnv, tmp_path: Path
 ) -> None:
     kt = headless
-    doctor = kt.kubetray("doctor", "--kubeconfig", str(tmp_path / "none"))
+    empty = tmp_path / "empty"
+    empty.write_text("apiVersion: v1\nkind: Config\n")
+    doctor = kt.kubetray("doctor", "--kubeconfig", str(empty))
     lines = doctor.stdout.splitlines()
     warn = next(i for i, line in enumerate(lines) if line.startswith("WARN  keyring:"))
     assert "tokens are kept in memory until the agent stops" in lines[warn]
