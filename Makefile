@@ -49,7 +49,7 @@ install: $(STAMP) ## create .venv with kubetray, kubetray-exec (fast launcher) a
 run: $(RUNTIME) ## try kubetray: a demo provider, API server and kubeconfig (runtime deps only)
 	@echo "kubetray and kubetray-exec are in $(abspath $(BIN)); to use the hints below here:"
 	@echo "  export PATH=\"$(abspath $(BIN)):\$$PATH\""
-	$(BIN)/kubetray demo
+	KUBETRAY_DEMO_VIA="make run" $(BIN)/kubetray demo
 
 lint: install ## ruff and mypy (also for Windows and macOS)
 	$(BIN)/ruff check app exec_helper tests bench scripts packaging

@@ -57,6 +57,21 @@ HOLD = 2.0
 wait meanwhile: it is short)."""
 RETRY = 2.0
 
+_carried: list[Callable[[], dict[str, str]]] = []
+
+
+def carry(hand_over: Callable[[], dict[str, str]]) -> None:
+    """Something else this process serves goes across its restarts too (the demo's provider
+    and API server): ``hand_over`` runs once the main loop has ended, just before exec; it
+    makes what it hands over inheritable and returns the environment variables that name it.
+    Should it fail, the new process starts that thing afresh."""
+    _carried.append(hand_over)
+
+
+def restarting() -> bool:
+    """This process is a restart in place (before restarted_from() takes the variable)."""
+    return bool(os.environ.get(RESTARTED_ENV))
+
 
 @dataclass(frozen=True)
 class Restarted:
@@ -261,6 +276,11 @@ def replace_process(fds: tuple[int, int] | None, since: float, memory: int | Non
     if memory is not None:
         os.set_inheritable(memory, True)
         env[MEMORY_ENV] = f"{memory} {os.getpid()}"
+    for hand_over in _carried:
+        try:
+            env.update(hand_over())
+        except Exception:  # that part starts afresh; the restart goes on
+            log.exception("could not hand over %s", getattr(hand_over, "__qualname__", "?"))
     if getattr(sys, "frozen", False):
         # PyInstaller's bootloader set these for this process: the new one sets its own, and
         # must start as a first process does (PyInstaller's documented way to run itself).

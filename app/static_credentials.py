@@ -213,6 +213,11 @@ class StoredCredentials:
     def __init__(self, store: SecretStore, index_path: str) -> None:
         self._store = store
         self._index_path = index_path
+        self._listed: tuple[bytes, list[StoredInfo]] | None = None
+        """What list() made last, and the index file's bytes it was made from: the tray asks
+        every second, and the file changes only when credentials are stored or removed (by any
+        kubetray process). Comparing bytes costs microseconds; parsing and building N entries
+        is what grew with N."""
 
     def _read_index(self) -> dict[str, dict[str, str | None]]:
         # A missing or damaged index loses only names and dates; the secrets are intact.
@@ -288,6 +293,13 @@ class StoredCredentials:
 
     def list(self) -> list[StoredInfo]:
         """What the index knows, sorted by name."""
+        try:
+            with open(self._index_path, "rb") as f:
+                seen: bytes | None = f.read()
+        except OSError:
+            seen = None
+        if seen is not None and self._listed is not None and self._listed[0] == seen:
+            return list(self._listed[1])
         out = []
         for name, entry in sorted(self._read_index().items()):
             out.append(
@@ -300,4 +312,5 @@ class StoredCredentials:
                     not_before=entry.get("not_before"),
                 )
             )
-        return out
+        self._listed = (seen, out) if seen is not None else None
+        return list(out)

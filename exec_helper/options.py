@@ -209,8 +209,9 @@ def build_parser() -> argparse.ArgumentParser:
         allow_abbrev=False,
         description="Exec credential plugin for kubectl and other Kubernetes clients: asks the "
         "kubetray agent for a credential and prints an ExecCredential. Name it as the command "
-        "of a kubeconfig user's exec entry; kubelogin get-token flags are accepted, and "
-        "gke-gcloud-auth-plugin's command line after its name (kubetray import writes it).",
+        "of a kubeconfig user's exec entry; kubelogin get-token flags are accepted, and the "
+        "arguments of Azure kubelogin, gke-gcloud-auth-plugin, 'aws eks get-token' and "
+        "'aws-iam-authenticator token' (kubetray import writes them).",
     )
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     for flag, f in _FIELDS.items():
@@ -304,8 +305,8 @@ def parse_args(args: list[str]) -> dict[str, Any]:
     if rest:
         raise UnknownArgument(
             f"unknown argument {rest[0]!r}: kubetray-exec takes the kubelogin get-token flags, "
-            "--stored NAME, or gke-gcloud-auth-plugin's command line after its name (see "
-            "kubetray-exec --help)"
+            "--stored NAME, or the arguments of Azure kubelogin, gke-gcloud-auth-plugin, "
+            "'aws eks get-token' or 'aws-iam-authenticator token' (see kubetray-exec --help)"
         )
     fields = {f.name: f for f in dataclasses.fields(HelperOptions)}
     return {

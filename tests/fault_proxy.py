@@ -22,29 +22,16 @@ import contextlib
 import http.client
 import socket
 import ssl
-import tempfile
 import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
-from tests.pki import CA
+from tests.pki import CA, server_context
 
 MODES = ("ok", "down", "5xx", "slow", "lost", "untrusted")
 TOKEN_PATH = "/token"
-
-
-def _server_context(ca: CA, name: str = "127.0.0.1") -> ssl.SSLContext:
-    issued = ca.issue(name, server=True)
-    with tempfile.TemporaryDirectory() as d:
-        cert, key = Path(d) / "c.pem", Path(d) / "k.pem"
-        cert.write_bytes(issued.cert_pem)
-        key.write_bytes(issued.key_pem)
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.load_cert_chain(cert, key)
-    return context
 
 
 class FaultProxy:
@@ -53,8 +40,8 @@ class FaultProxy:
 
     def __init__(self, ca: CA | None = None) -> None:
         self.ca = ca
-        self._good = _server_context(ca) if ca else None
-        self._bad = _server_context(CA("a CA nobody trusts")) if ca else None
+        self._good = server_context(ca) if ca else None
+        self._bad = server_context(CA("a CA nobody trusts")) if ca else None
         self.upstream = ""
         self._mode = "ok"
         self.slow_seconds = 20.0

@@ -2,7 +2,10 @@
 
 import datetime as dt
 import ipaddress
+import ssl
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -120,3 +123,16 @@ class CA:
                 critical=False,
             )
         return Issued(builder.sign(self.key, hashes.SHA256()), key)
+
+
+def server_context(ca: CA, name: str = "127.0.0.1") -> ssl.SSLContext:
+    """A TLS server's context with a certificate ``ca`` issued for ``name`` (and 127.0.0.1,
+    localhost)."""
+    issued = ca.issue(name, server=True)
+    with tempfile.TemporaryDirectory() as d:
+        cert, key = Path(d) / "c.pem", Path(d) / "k.pem"
+        cert.write_bytes(issued.cert_pem)
+        key.write_bytes(issued.key_pem)
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(cert, key)
+    return context

@@ -38,6 +38,7 @@ from typing import Any, Protocol
 from app.broker.flight import KEEPALIVE, Conversation, Flights, Login, LoginRequired, Silent
 from app.broker.refresh import RefreshScheduler
 from app.broker.registry import Entry, Registry
+from app.demo import known as demo
 from app.errors import AppError, RenewalFailed, SecretLost
 from app.model import OIDC, Identity
 from app.oidc.browser import Browser
@@ -671,6 +672,8 @@ class Logins:
         """Start the identity's login (caller holds its session lock) with ``conv`` joined.
         ``why``: the reason a login is needed, when there is one to tell (a refused refresh)."""
         name = st.identity.name
+        if demo.stopped(settings):
+            raise LoginRequired("the kubetray demo is not running", demo.start_hint())
         blocked = self._flights.blocked_reason(st.identity.key, now, settings)
         if blocked and not explicit:
             for observer in self.observers:

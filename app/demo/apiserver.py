@@ -5,6 +5,7 @@ import datetime as dt
 import ipaddress
 import json
 import os
+import socket
 import ssl
 import tempfile
 import threading
@@ -102,22 +103,34 @@ def self_signed(host: str = "127.0.0.1") -> tuple[bytes, bytes]:
 class DemoAPIServer:
     """``url`` and ``ca_pem`` for the kubeconfig; ``check(token)`` decides who gets in."""
 
-    def __init__(self, check: Callable[[str], bool], port: int = 0) -> None:
+    def __init__(
+        self,
+        check: Callable[[str], bool],
+        port: int = 0,
+        tls: tuple[bytes, bytes] | None = None,
+        listening: socket.socket | None = None,
+    ) -> None:
+        """A new server on ``port`` (another when it is taken), or, after a restart in place,
+        the one before it again: its certificate and key (PEM) and its ``listening`` socket."""
+        from app.demo.provider import serve_on
+
         self.check = check
-        self.ca_pem, key_pem = self_signed()
-        cert, key = self.ca_pem, key_pem
+        self.ca_pem, self.key_pem = tls or self_signed()
         with tempfile.TemporaryDirectory() as d:
             cert_path, key_path = os.path.join(d, "tls.crt"), os.path.join(d, "tls.key")
             with open(cert_path, "wb") as f:
-                f.write(cert)
+                f.write(self.ca_pem)
             with open(os.open(key_path, os.O_WRONLY | os.O_CREAT, 0o600), "wb") as f:
-                f.write(key)
+                f.write(self.key_pem)
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             context.load_cert_chain(cert_path, key_path)
-        try:
-            server = ThreadingHTTPServer(("127.0.0.1", port), _Handler)
-        except OSError:
-            server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        if listening is not None:
+            server = serve_on(listening, _Handler)
+        else:
+            try:
+                server = ThreadingHTTPServer(("127.0.0.1", port), _Handler)
+            except OSError:
+                server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
         server.socket = context.wrap_socket(server.socket, server_side=True)
         server.daemon_threads = True
         server.api = self  # type: ignore[attr-defined]
@@ -132,6 +145,15 @@ class DemoAPIServer:
             daemon=True,
         ).start()
         return self
+
+    def pause(self) -> None:
+        """Stop serving, the socket kept listening (callers wait in its backlog)."""
+        self._server.shutdown()
+
+    def listening_fd(self) -> int:
+        """The listening socket's descriptor (TLS is per connection: the new process wraps
+        it again with the same certificate)."""
+        return self._server.socket.fileno()
 
     def stop(self) -> None:
         self._server.shutdown()

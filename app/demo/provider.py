@@ -4,6 +4,7 @@ import html
 import json
 import os
 import secrets
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -20,7 +21,8 @@ from authlib.oidc.core import UserInfo
 from authlib.oidc.core.grants import OpenIDCode, OpenIDToken
 from joserfc.jwk import RSAKey
 
-CLIENT_ID = "kubetray-demo"
+from app.demo.known import CLIENT_ID
+
 USER: dict[str, Any] = {
     "sub": "demo",
     "email": "demo@kubetray.test",
@@ -193,12 +195,27 @@ class _IdToken:
 class DemoProvider:
     """Start with ``start()``; ``issuer`` and ``public_jwks`` describe it."""
 
-    def __init__(self, port: int = 0) -> None:
-        self.key = RSAKey.generate_key(
-            2048, parameters={"kid": "kubetray-demo", "use": "sig", "alg": "RS256"}
+    def __init__(
+        self,
+        port: int = 0,
+        key: dict[str, Any] | None = None,
+        listening: socket.socket | None = None,
+        refresh: dict[str, str] | None = None,
+    ) -> None:
+        """A new provider on ``port`` (another when it is taken), or, after a restart in
+        place, the one before it again: its signing ``key`` (a private JWK), its ``listening``
+        socket and the ``refresh`` tokens it issued (token: scope)."""
+        self.key = (
+            RSAKey.import_key(key)
+            if key is not None
+            else RSAKey.generate_key(
+                2048, parameters={"kid": "kubetray-demo", "use": "sig", "alg": "RS256"}
+            )
         )
         self.store = _Store()
-        self._http = self._bind(port)
+        for token, scope in (refresh or {}).items():
+            self.store.refresh[token] = Refresh(token, scope)
+        self._http = serve_on(listening) if listening is not None else self._bind(port)
         self.issuer = f"http://127.0.0.1:{self._http.server_address[1]}"
         self.server = self._authorization_server()
 
@@ -208,6 +225,20 @@ class DemoProvider:
             return ThreadingHTTPServer(("127.0.0.1", port), _Handler)
         except OSError:
             return ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+
+    def listening_fd(self) -> int:
+        return self._http.socket.fileno()
+
+    def state(self) -> dict[str, Any]:
+        """What a restart in place carries to the next process: the signing key and the
+        refresh tokens still good (call once serving has stopped)."""
+        with self.store.lock:
+            refresh = {t: r.scope for t, r in self.store.refresh.items() if not r.revoked}
+        return {"key": self.key.as_dict(private=True), "refresh": refresh}
+
+    def pause(self) -> None:
+        """Stop serving, the socket kept listening (callers wait in its backlog)."""
+        self._http.shutdown()
 
     def _authorization_server(self) -> AuthorizationServer:
         provider, store = self, self.store
@@ -354,6 +385,16 @@ class DemoProvider:
     def stop(self) -> None:
         self._http.shutdown()
         self._http.server_close()
+
+
+def serve_on(listening: socket.socket, handler: Any = None) -> ThreadingHTTPServer:
+    """An HTTP server on a socket that already listens (handed over by a restart)."""
+    host, port = listening.getsockname()[:2]
+    server = ThreadingHTTPServer((host, port), handler or _Handler, bind_and_activate=False)
+    server.socket.close()
+    server.socket = listening
+    server.server_name, server.server_port = str(host), int(port)  # as server_bind sets them
+    return server
 
 
 class _Handler(BaseHTTPRequestHandler):

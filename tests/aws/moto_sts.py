@@ -6,8 +6,11 @@ eks.md E), so the signature of a token is checked by tests/aws/eks.py, with boto
 from the secret moto issued; moto then says who the key is.
 """
 
+import contextlib
 import datetime as dt
+import ssl
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +49,33 @@ class MotoSTS:
         for backends in (iam_backends, sts_backends):  # moto's state is per process
             for account in list(backends.keys()):
                 backends[account].reset()
+
+    @contextlib.contextmanager
+    def over_tls(self, context: ssl.SSLContext) -> Iterator[str]:
+        """The same moto (one state per process) served over https with ``context``'s
+        certificate: its URL, while the block runs."""
+        from moto.moto_server.werkzeug_app import (
+            DomainDispatcherApplication,
+            MotoRequestHandler,
+            create_backend_app,
+        )
+        from werkzeug.serving import make_server
+
+        server = make_server(
+            "127.0.0.1",
+            0,
+            DomainDispatcherApplication(create_backend_app),
+            threaded=True,
+            request_handler=MotoRequestHandler,
+            ssl_context=context,
+        )
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            yield f"https://127.0.0.1:{server.server_address[1]}"
+        finally:
+            server.shutdown()
+            thread.join()
 
     def client(self, service: str, region: str = "us-east-1") -> Any:
         import boto3

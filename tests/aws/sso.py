@@ -14,6 +14,7 @@ out are ones moto knows, with the ARN shape real SSO sessions have.
 
 import json
 import secrets
+import ssl
 import threading
 import time
 from collections import Counter
@@ -71,7 +72,9 @@ class SsoStandIn:
         interval: float = 1.0,
         rotate_refresh: bool = True,
         directory: Directory | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
+        """``tls``: serve https with that context's certificate (else plain http)."""
         self.sts = sts
         self.region = region
         self.token_seconds = token_seconds
@@ -92,7 +95,10 @@ class SsoStandIn:
         self.lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        if tls is not None:
+            self._server.socket = tls.wrap_socket(self._server.socket, server_side=True)
+        scheme = "https" if tls else "http"
+        self.url = f"{scheme}://127.0.0.1:{self._server.server_address[1]}"
 
     def __enter__(self) -> "SsoStandIn":
         threading.Thread(

@@ -89,7 +89,11 @@ def test_cluster_id_for_outposts_and_the_cli_s_own_refusals() -> None:
         parse(["eks", "get-token", "--cluster-id", "a", "--cluster-name", "b"], {})
     with pytest.raises(CommandError, match="Either parameter --cluster-name or --cluster-id"):
         parse(["eks", "get-token"], {})
-    with pytest.raises(CommandError, match="eks get-token"):
+    with pytest.raises(
+        CommandError,
+        match=r"^kubetray-exec stands in for 'aws eks get-token' only, not "
+        r"'aws eks describe-cluster': run the AWS CLI for that$",
+    ):
         parse(["eks", "describe-cluster", "--name", "demo"], {})
     with pytest.raises(CommandError, match="--query"):
         parse(["eks", "get-token", "--cluster-name", "d", "--query", "status.token"], {})
@@ -97,7 +101,7 @@ def test_cluster_id_for_outposts_and_the_cli_s_own_refusals() -> None:
         parse(["eks", "get-token", "--cluster-name", "d", "--output", "xml"], {})
     with pytest.raises(CommandError, match="no-verify-ssl"):
         parse(["eks", "get-token", "--cluster-name", "d", "--no-verify-ssl"], {})
-    with pytest.raises(CommandError, match="unrecognized"):
+    with pytest.raises(CommandError, match=r"^aws eks get-token: unrecognized arguments: --frob"):
         parse(["eks", "get-token", "--cluster-name", "d", "--frobnicate"], {})
 
 
@@ -201,3 +205,19 @@ def test_import_recognises_eks_entries_and_keeps_their_flags() -> None:
         {"command": "aws", "args": ["eks", "get-token", "--cluster-name", "d", "--query", "x"]}
     )
     assert reason is not None and "--query" in reason
+
+
+def test_the_tool_s_name_typed_first_means_the_same() -> None:
+    """``kubetray-exec aws eks get-token ...`` by hand is what ``command: aws`` with ``args:
+    [eks, get-token, ...]`` means (and likewise for aws-iam-authenticator)."""
+    aws = ["--region", "eu-west-1", "eks", "get-token", "--cluster-name", "demo"]
+    assert recognises(["aws", *aws]) and parse(["aws", *aws], {}) == parse(aws, {})
+    token = ["token", "-i", "demo", "-r", "arn:aws:iam::1:role/r"]
+    named = ["aws-iam-authenticator", *token]
+    assert recognises(named) and parse(named, {}) == parse(token, {})
+    # any other AWS command typed after kubetray-exec gets the AWS answer, not kubelogin's
+    assert recognises(["aws", "eks", "list-clusters"])
+    with pytest.raises(CommandError, match=r"not 'aws eks list-clusters'"):
+        parse(["aws", "eks", "list-clusters"], {})
+    with pytest.raises(CommandError, match=r"not 'aws-iam-authenticator verify'"):
+        parse(["aws-iam-authenticator", "verify", "-t", "x"], {})

@@ -106,3 +106,25 @@ def test_identities_the_agent_cannot_renew_or_save_are_failed_checks() -> None:
     assert checks[0].detail.startswith("cannot refresh its token: nothing answers")
     assert checks[1].remedy == "run: kubetray login refused"
     assert "in memory only: the OS keyring is locked" in checks[2].detail
+
+
+def test_a_provider_without_verified_tls_is_a_warning_that_names_the_risk() -> None:
+    """kubetray takes an http issuer and --insecure-skip-tls-verify as kubelogin does (the
+    kubeconfig keeps working), and doctor says what that exposes; a loopback http issuer (a
+    provider on this machine, a port-forward) is not a warning."""
+    from datetime import UTC, datetime
+
+    from app.oidc.settings import OIDCSettings
+    from app.providers.oidc import check_provider
+
+    def first(issuer: str, **more: object):  # type: ignore[no-untyped-def]
+        settings = OIDCSettings(issuer=issuer, client_id="k", **more)  # type: ignore[arg-type]
+        return next(check_provider(settings, lambda: datetime.now(UTC)))
+
+    plain = first("http://dex.corp.invalid")
+    assert plain.ok and plain.warn and "unencrypted" in plain.detail
+    assert "https" in (plain.remedy or "")
+    unchecked = first("https://dex.corp.invalid", insecure=True)
+    assert unchecked.ok and unchecked.warn and "not checked" in unchecked.detail
+    local = first("http://127.0.0.1:9")  # nothing listens: the reachability check, not a warning
+    assert not local.warn and not local.ok

@@ -2,6 +2,8 @@
 them (Azure/kubelogin pkg/internal/token/options.go), and each --login mode served or refused
 in one line."""
 
+import re
+
 import pytest
 
 from app.providers.entra import clouds
@@ -97,6 +99,18 @@ def test_azure_kubelogins_own_refusals() -> None:
         o.parse(["get-token", "--server-id", "s", "-l", "magic"], {})
     with pytest.raises(OptionsError, match="should have a trailing slash"):
         o.parse(["get-token", "--server-id", "s", "--authority-host", "https://login.x"], {})
+    for host in ("http://login.contoso.example/", "HTTP://127.0.0.1:8443/"):
+        with pytest.raises(
+            OptionsError,
+            match=rf'^authority host "{re.escape(host)}" is not https: kubetray logs in over TLS '
+            r"only \(a private CA: add --certificate-authority\)$",
+        ):
+            parse([*AKS, "--authority-host", host], {})
+    with pytest.raises(OptionsError, match="is not https"):  # workloadidentity's variable
+        parse(
+            [*AKS[:-1], "workloadidentity"],
+            {"AZURE_AUTHORITY_HOST": "http://login.x/", "AZURE_FEDERATED_TOKEN_FILE": "/f"},
+        )
     with pytest.raises(OptionsError, match="provide the pop-claims flag"):
         o.parse(["get-token", "--server-id", "s", "--pop-enabled"], {})
     with pytest.raises(OptionsError, match=r"^client ID cannot be empty$"):

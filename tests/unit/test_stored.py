@@ -103,3 +103,23 @@ def test_a_certificate_not_valid_yet_is_refused_with_its_start() -> None:
     assert e.value.hint and "clock" in e.value.hint
     now_valid = certificate_credential("n", later.cert_pem, later.key_pem, "c", "k", start)
     assert now_valid.not_before == start and now_valid.lifetime == timedelta(days=1)
+
+
+def test_the_list_follows_what_another_process_stores_and_removes(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The tray lists stored credentials every second from what it read last; a credential
+    stored or removed by a `kubetray store` in another process shows at the next list."""
+    from app.static_credentials import StoredCredentials
+    from app.store.memory_store import MemorySecretStore
+
+    store, index = MemorySecretStore(), str(tmp_path / "stored.json")
+    tray, cli = StoredCredentials(store, index), StoredCredentials(store, index)
+    assert tray.list() == []
+    cli.save(StoredCredential(name="a", token="t1", not_after=NOW + timedelta(days=1)), NOW)
+    assert [i.name for i in tray.list()] == ["a"]
+    cli.save(StoredCredential(name="b", token="t2"), NOW)
+    listed = tray.list()
+    assert [i.name for i in listed] == ["a", "b"]
+    listed.clear()  # a caller's list is its own
+    assert [i.name for i in tray.list()] == ["a", "b"]
+    cli.remove("a")
+    assert [i.name for i in tray.list()] == ["b"]

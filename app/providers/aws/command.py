@@ -85,9 +85,19 @@ class EksCommand:
         return {k: ("***" if k in SECRET_ENV else v) for k, v in self.env}
 
 
+def _unnamed(args: list[str]) -> list[str]:
+    """``args`` without a leading tool name: a person who types ``kubetray-exec aws eks
+    get-token ...`` (or ``kubetray-exec aws-iam-authenticator token ...``) means what the
+    kubeconfig's ``command: aws``, ``args: [eks, get-token, ...]`` means."""
+    return args[1:] if args[:1] in ([AWS_CLI], [AUTHENTICATOR]) else args
+
+
 def recognises(args: list[str]) -> bool:
     """Is this an EKS command line (the AWS CLI's ``eks get-token``, its global flags possibly
-    first; the authenticator's ``token``)? Cheap: no parsing of flags."""
+    first; the authenticator's ``token``; anything after a tool's name, which ``parse`` then
+    serves or refuses in the tool's terms)? Cheap: no parsing of flags."""
+    if args[:1] in ([AWS_CLI], [AUTHENTICATOR]):
+        return True
     if args[:1] == ["token"]:
         return True
     words = [a for a in args if not a.startswith("-")]
@@ -177,6 +187,12 @@ def parse(args: list[str], env: Mapping[str, str]) -> EksCommand:
     with one line for anything kubetray cannot serve as the tool would)."""
     aws_env = caller_env(env)
     envd = dict(aws_env)
+    if args[:1] == [AUTHENTICATOR] and args[1:2] != ["token"]:
+        raise CommandError(
+            "kubetray-exec stands in for 'aws-iam-authenticator token' only, not "
+            f"{' '.join(args[:2])!r}: run aws-iam-authenticator for that"
+        )
+    args = _unnamed(args)
     if args[:1] == ["token"]:
         return _parse_authenticator(args[1:], envd, aws_env)
     return _parse_aws(args, envd, aws_env)
@@ -185,11 +201,14 @@ def parse(args: list[str], env: Mapping[str, str]) -> EksCommand:
 def _parse_aws(
     args: list[str], env: dict[str, str], aws_env: tuple[tuple[str, str], ...]
 ) -> EksCommand:
-    ns = _aws_parser().parse_intermixed_args(args)
-    if ns.words != ["eks", "get-token"]:
+    ns, unknown = _aws_parser().parse_known_intermixed_args(args)
+    if ns.words != ["eks", "get-token"]:  # before the flags: they may be another command's
         raise CommandError(
-            f"aws: kubetray-exec serves 'eks get-token' only, not {' '.join(ns.words)!r}"
+            "kubetray-exec stands in for 'aws eks get-token' only, not "
+            f"'aws {' '.join(ns.words)}': run the AWS CLI for that"
         )
+    if unknown:
+        raise CommandError(f"aws eks get-token: unrecognized arguments: {' '.join(unknown)}")
     if ns.cluster_name and ns.cluster_id:
         raise CommandError(
             'aws eks get-token: The key "cluster_id" cannot be specified when one of the '

@@ -8,9 +8,10 @@ files under a running agent, and a removal deletes them: its next AWS login then
 (app/frozen.py: DATA), and ``StartedWith`` reads botocore's data from there: the same files
 whatever happened to the installation since, until the agent restarts into the new one.
 
-The CA bundle botocore verifies AWS with (certifi's, beside the modules too) is pinned the
-same way and becomes the session's default ``ca_bundle`` (AWS_CA_BUNDLE and ``ca_bundle`` in
-the config still win). A development install pins nothing: botocore reads its files itself.
+The CA bundle botocore verifies AWS with by itself (certifi's, beside the modules too) is
+pinned the same way; trust.py gives it to botocore where it stands in for the system's CAs (no
+system CA file), with AWS_CA_BUNDLE / ``ca_bundle`` added. A development install pins nothing:
+botocore reads its files itself.
 """
 
 import contextlib

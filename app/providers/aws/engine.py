@@ -24,6 +24,7 @@ from app.providers.aws.command import AUTHENTICATOR, AUTHENTICATOR_REGION, EksCo
 from app.providers.aws.profiles import ProfileError, SsoSession, identity_key
 from app.providers.aws.sso import BotocoreTokenView, SsoClient, SsoTokens, error_code, said
 from app.providers.aws.token import EksToken, presign_client, sign
+from app.providers.aws.trust import UnusableBundle, untrusted
 from app.providers.base import TokensRefused
 
 MAX_WORLDS = 32
@@ -103,6 +104,8 @@ class World:
             raise CredentialsError(str(said_), said_.hint) from None
         except ProfileError as e:
             raise CredentialsError(str(e), e.hint) from None
+        except UnusableBundle as e:
+            raise CredentialsError(e.message, e.hint) from None
         except Exception as e:  # botocore's config errors
             from botocore.exceptions import ProfileNotFound
 
@@ -146,6 +149,10 @@ class World:
 
     def _errors(self, e: Exception) -> LoginError:
         from botocore import exceptions as bx
+
+        bad_certificate = untrusted(e, f"AWS credentials for profile {self.source.profile!r}")
+        if bad_certificate is not None:
+            return bad_certificate
 
         if self.sso and isinstance(e, bx.UnauthorizedSSOTokenError):
             return PortalRefused(self.sso)

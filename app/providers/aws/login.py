@@ -211,7 +211,7 @@ def checks(settings: Any, now: Clock) -> Iterator[Check]:
     if w.sso is not None:
         oidc = w.unsigned("sso-oidc", w.sso.region)
         url = oidc.meta.endpoint_url
-        date, error = _reach(url)
+        date, error = _reach(url, w.session.ca_bundle)
         if error:
             yield Check(
                 f"IAM Identity Center {w.sso.start_url}",
@@ -231,17 +231,22 @@ def checks(settings: Any, now: Clock) -> Iterator[Check]:
     yield Check(f"{name}: credentials", True, f"AWS says this is {who.arn}")
 
 
-def _reach(url: str) -> tuple[datetime | None, str | None]:
-    """Any HTTP answer from ``url`` (its Date header), or why none came."""
+def _reach(url: str, ca_bundle: str | None) -> tuple[datetime | None, str | None]:
+    """Any HTTP answer from ``url`` (its Date header), or why none came; TLS as the agent's
+    clients verify it (the system's CAs and the caller's bundle)."""
     import email.utils
     import urllib.error
     import urllib.request
 
+    from app.errors import UsageError
+    from app.oidc.http import ssl_context
+
     try:
-        with urllib.request.urlopen(url, timeout=5) as answer:  # noqa: S310 (the endpoint's https)
+        context = ssl_context((ca_bundle,) if ca_bundle else ())
+        with urllib.request.urlopen(url, timeout=5, context=context) as answer:  # noqa: S310
             date = answer.headers.get("Date")
     except urllib.error.HTTPError as e:
         date = e.headers.get("Date")
-    except (urllib.error.URLError, OSError, ValueError) as e:
+    except (urllib.error.URLError, OSError, ValueError, UsageError) as e:
         return None, str(getattr(e, "reason", e))
     return (email.utils.parsedate_to_datetime(date) if date else None), None

@@ -13,6 +13,9 @@ as eks.md D.6 describes so that:
   ``~/.aws/sso/cache``;
 - role credentials (SSO GetRoleCredentials, AssumeRole) are cached in memory (``role_cache``);
 - the instance metadata service is never asked (profiles.py says what is served).
+
+Every client a ``CallerSession`` makes verifies TLS against the system's CAs plus the caller's
+extra bundle (``trust.verify_path``), not botocore's bundle alone or the extra bundle alone.
 ``tests/unit/test_aws_session.py`` compares the order with botocore's, to notice upgrades.
 """
 
@@ -43,8 +46,9 @@ from botocore.credentials import (
     EnvProvider,
     ProfileProviderBuilder,
 )
+from botocore.exceptions import ProfileNotFound
 
-from app.providers.aws import data
+from app.providers.aws import data, trust
 from app.providers.aws.command import EksCommand
 
 
@@ -63,26 +67,40 @@ def _mapping(chain: ConfigChainFactory, variables: Mapping[str, tuple[Any, ...]]
 
 class CallerSession(botocore.session.Session):  # type: ignore[misc]
     """A botocore session that sees ``environ`` (the caller's AWS_* variables) as its
-    environment, and ``profile`` as its profile."""
+    environment, and ``profile`` as its profile; its clients trust the system's CAs plus the
+    caller's bundle (trust.UnusableBundle: that bundle cannot be read)."""
 
     def __init__(self, environ: Mapping[str, str], profile: str | None = None) -> None:
         self._caller_environ = dict(environ)
         super().__init__(profile=profile)
         chain = ConfigChainFactory(session=self, environ=self._caller_environ)
-        variables = dict(BOTOCORE_DEFAUT_SESSION_VARIABLES)
-        pinned_ca = data.ca_bundle()
-        if pinned_ca is not None:  # the packaged agent: certifi's bundle as it was at start
-            names, env_names, _, convert = variables["ca_bundle"]
-            variables["ca_bundle"] = (names, env_names, pinned_ca, convert)
-        mapping = _mapping(chain, variables)
+        mapping = _mapping(chain, BOTOCORE_DEFAUT_SESSION_VARIABLES)
         mapping["s3"] = SectionConfigProvider("s3", self, _mapping(chain, DEFAULT_S3_CONFIG_VARS))
         mapping["proxies_config"] = SectionConfigProvider(
             "proxies_config", self, _mapping(chain, DEFAULT_PROXIES_CONFIG_VARS)
         )
         self.register_component("config_store", ConfigValueStore(mapping=mapping))
-        loader = data.loader(self.get_config_variable("data_path"))
+        loader = data.loader(self._setting("data_path", "AWS_DATA_PATH"))
         if loader is not None:  # the packaged agent: botocore's data as it was at start
             self.register_component("data_loader", loader)
+        self.ca_bundle: str | None = self._setting("ca_bundle", "AWS_CA_BUNDLE") or None
+        """The caller's extra CAs (AWS_CA_BUNDLE, --ca-bundle, the profile's ca_bundle)."""
+        self.verify: str = trust.verify_path(self.ca_bundle)
+
+    def _setting(self, name: str, env_name: str) -> Any:
+        """A setting read before the profile is known to exist: a missing profile is said
+        where credentials are looked for (profiles.classify: "Unable to locate credentials"),
+        not here; its environment variable still counts."""
+        try:
+            return self.get_config_variable(name)
+        except ProfileNotFound:
+            return self._caller_environ.get(env_name)
+
+    def create_client(self, *args: Any, **kwargs: Any) -> Any:
+        # botocore's own providers (SSO, AssumeRole) make their clients here too
+        if len(args) < 5 and kwargs.get("verify") is None:
+            kwargs["verify"] = self.verify
+        return super().create_client(*args, **kwargs)
 
     def _add_configured_endpoint_provider(self, client_name: str, config_store: Any) -> None:
         # botocore's own passes no environ, so os.environ (the agent's) would decide endpoints

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from app.oidc.errors import LoginError, ProviderUnavailable, RefreshRefused
 from app.providers.aws.profiles import SsoSession
+from app.providers.aws.trust import untrusted
 
 DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
 CLIENT_NAME = "kubetray"
@@ -169,7 +170,10 @@ def said(e: Exception) -> str:
     return ": ".join(dict.fromkeys(parts)) or type(e).__name__
 
 
-def _unreachable(e: Exception, what: str) -> ProviderUnavailable:
+def _unreachable(e: Exception, what: str) -> LoginError:
+    bad_certificate = untrusted(e, f"IAM Identity Center ({what})")
+    if bad_certificate is not None:  # the person's to fix: no retry helps
+        return bad_certificate
     return ProviderUnavailable(
         f"IAM Identity Center could not be reached for {what} ({type(e).__name__}: {e})",
         "check the network (and a proxy or AWS_CA_BUNDLE); kubetray tries again",

@@ -38,10 +38,19 @@ class Cloud:
 
 
 def check_authority_host(value: str) -> None:
-    """Azure kubelogin's rule: a URL with a scheme and a host, ending in ``/``."""
+    """Azure kubelogin's rule: a URL with a scheme and a host, ending in ``/``; and kubetray's:
+    https, for every host. Azure kubelogin's check lets ``http://`` through (MSAL then refuses
+    it in a paragraph, modes without MSAL would send credentials in the clear); kubetray logs
+    in over verified TLS only, so it says so at once. A stand-in or a private ADFS serves https
+    with its CA given by --certificate-authority (as tests/oidc/entra.mjs does)."""
     parts = urlsplit(value)
     if not parts.scheme or not parts.netloc:
         raise OptionsError(f'authority host "{value}" is not valid')
+    if parts.scheme.lower() != "https":
+        raise OptionsError(
+            f'authority host "{value}" is not https: kubetray logs in over TLS only '
+            "(a private CA: add --certificate-authority)"
+        )
     if not value.endswith("/"):
         raise OptionsError(f'authority host "{value}" should have a trailing slash')
 

@@ -9,6 +9,7 @@ import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from app.errors import AppError
 from app.model import OIDC
@@ -154,6 +155,7 @@ def check_provider(settings: OIDCSettings, now: Clock, label: str = "provider") 
     from app.oidc.client import CLOCK_SKEW, OIDCClient
 
     name = f"{label} {settings.issuer}"
+    yield from _check_transport(name, settings)
     client = OIDCClient(settings, now)
     try:
         meta = client.metadata()
@@ -173,6 +175,34 @@ def check_provider(settings: OIDCSettings, now: Clock, label: str = "provider") 
     else:
         yield Check(name, True, found)
     yield from check_clock(settings.issuer, server, now, CLOCK_SKEW)
+
+
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
+
+
+def _check_transport(name: str, settings: OIDCSettings) -> Iterator[Check]:
+    """A warning where the login's secrets cross the network without verified TLS: kubetray
+    takes such settings, as int128/kubelogin does (a kubeconfig keeps working), but the person
+    should know."""
+    parts = urlsplit(settings.issuer)
+    host = (parts.hostname or "").lower()
+    if parts.scheme == "http" and host not in LOOPBACK_HOSTS and not host.startswith("127."):
+        yield Check(
+            name,
+            True,
+            "plain http: codes, passwords and tokens cross the network unencrypted",
+            "use the provider's https URL (a private CA: --certificate-authority)",
+            warn=True,
+        )
+    elif settings.insecure:
+        yield Check(
+            name,
+            True,
+            "--insecure-skip-tls-verify: the provider's certificate is not checked, so anyone "
+            "on the path can pose as it",
+            "give its CA with --certificate-authority instead",
+            warn=True,
+        )
 
 
 def check_clock(
