@@ -211,7 +211,7 @@ def test_role_arn_is_assumed_once_and_signed_as_the_cli_names_it(
 
 def test_no_credentials_is_one_clear_line(files: world.AwsFiles) -> None:
     with pytest.raises(CredentialsError, match="Unable to locate credentials") as e:
-        _token(files.env())
+        _token(files.env(AWS_PROFILE="default"))
     assert e.value.hint and "aws configure" in e.value.hint
     env = files.env(AWS_PROFILE="nope")
     with pytest.raises(CredentialsError) as e:
