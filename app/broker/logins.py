@@ -722,15 +722,22 @@ class Logins:
 
     def _interactive_login(self, st: Entry, settings: Settings, login: Login) -> TokenSet:
         client = self.client(st, settings)
-        # Only a person's login is announced, with the notice that it will not outlive the
-        # agent: taking over a cloud CLI's login (ADC, aws sso's cache) needs nobody, is done
-        # again unseen after a restart, and when it fails its one line says what to do.
-        if settings.login_needs != NOBODY:
-            if self.notice:
-                login.show(self.notice, terminal=False)  # the agent's terminal heard it at start
-                self.notice = None
+        # A person's login is announced, after the notice that it will not outlive the agent.
+        # One that needs nobody (gcloud's ADC taken over, a password grant) is not: it may fail
+        # at once, and then its one line says what to do; the notice follows its success.
+        person = settings.login_needs != NOBODY
+        if person:
+            self._tell_notice(login)
             login.show(f"Logging in to {st.identity.name} ({settings.where})…")
-        return client.login(login, self._session(st).tokens)
+        tokens = client.login(login, self._session(st).tokens)
+        if not person:
+            self._tell_notice(login)
+        return tokens
+
+    def _tell_notice(self, login: Login) -> None:
+        if self.notice:
+            login.show(self.notice, terminal=False)  # the agent's terminal heard it at start
+            self.notice = None
 
     def cancel(self, name: str) -> bool:
         """Cancel the login in flight for ``name``."""
