@@ -565,7 +565,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
     failed = warned = 0
     for check in doctor.run(
-        [args.kubeconfig] if args.kubeconfig else None,
+        cli_kubeconfig.existing_kubeconfig(args.kubeconfig),
         lambda: client.call_json("status"),
         lambda: compose.secret_store(timeout=doctor.KEYRING_TIMEOUT),
         store_setting=Settings.load().secret_store,

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, TextIO
 
 from app.cli_help import add_command
-from app.errors import UsageError
+from app.errors import AppError, UsageError
 from exec_helper.errors import printable
 
 if TYPE_CHECKING:
@@ -118,8 +118,18 @@ def _write(edit: "Edit", operation: str) -> None:
     _report(edits.apply(edit, compose.kubeconfig_backups(), operation))
 
 
+def existing_kubeconfig(path: str | None) -> list[str] | None:
+    """``--kubeconfig FILE`` as the paths to load; a UsageError when FILE does not exist (one
+    named on the command line is more likely a typo than a file to create)."""
+    if not path:
+        return None
+    if not os.path.lexists(path):
+        raise UsageError(f"the kubeconfig {path} does not exist")
+    return [path]
+
+
 def _paths(args: argparse.Namespace) -> list[str] | None:
-    return [args.kubeconfig] if args.kubeconfig else None
+    return existing_kubeconfig(args.kubeconfig)
 
 
 def _b64_file(path: str) -> str:
@@ -155,12 +165,32 @@ def cmd_setup(args: argparse.Namespace) -> int:
     )
     if not args.no_probe:
         setup_cluster.probe(request.issuer, request.client_id, request.provider_ca_data)
-    planned = setup_cluster.plan(request, _paths(args))
+    planned = setup_cluster.plan(request, [args.kubeconfig] if args.kubeconfig else None)
     if _review(planned.view, planned.edit, args, f"write context {planned.context}"):
         _report(setup_cluster.apply(planned, compose.kubeconfig_backups()).written)
         where = f"--kubeconfig {args.kubeconfig} " if args.kubeconfig else ""
         print(f"try: kubectl {where}--context {planned.context} get namespaces")
     return 0
+
+
+IMPORTED_TOOLS = (
+    "int128/kubelogin, Azure kubelogin, gke-gcloud-auth-plugin, aws eks get-token or "
+    "aws-iam-authenticator"
+)
+
+
+def _keyring_missing(why: str | None) -> "AppError | None":
+    """When ``why`` needs the keyring and there is none here: the error saying so."""
+    from app import compose
+    from app.store.keyring_store import NoKeyring
+
+    if why is None:
+        return None
+    try:
+        compose.secret_store().check_usable()
+    except NoKeyring as e:
+        return AppError(f"this import needs the OS keyring ({why}), but {e.why}", e.hint)
+    return None
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -180,8 +210,13 @@ def cmd_import(args: argparse.Namespace) -> int:
     for s in p.skipped:
         _warn(f"left {s.user} in {s.file} as it is: {s.reason}")
     if not p.changes:
-        print("no users of kubelogin or gke-gcloud-auth-plugin found: nothing to import")
+        print(f"no users of {IMPORTED_TOOLS} found: nothing to import")
         return 1 if p.skipped else 0
+    missing = _keyring_missing(imports.keyring_needed(p))
+    if missing is not None:
+        if not args.dry_run:  # before the diff: not a diff, then a failure
+            raise missing
+        _warn(f"the import would fail: {missing.message}")
     if _review(p.view, p.edit, args, f"switch {len(p.changes)} user(s) to kubetray-exec"):
         with _progress() as shown:
             written = imports.apply_import(p, shown)

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from app.usecases.secrets import Secrets
 
 
-def secret_store(timeout: float = keyring_store.TIMEOUT) -> SecretStore:
+def secret_store(timeout: float = keyring_store.TIMEOUT) -> KeyringSecretStore:
     """The OS keyring, with sealed files under the config directory."""
     return KeyringSecretStore(os.path.join(paths.config_dir(), "secrets"), timeout)
 
@@ -67,12 +67,14 @@ def kubeconfig_backups() -> "Backups":
 
 
 def import_kubelogin() -> "ImportKubelogin":
-    """kubetray import and its undo, on the keyring's record of imports."""
+    """kubetray import and its undo, on the record of imports (a journal; the keyring for
+    records that hold a secret)."""
     from app import installation
     from app.kubeconfig import records
     from app.usecases.import_kubelogin import ImportKubelogin
 
-    imports = records.Records(secret_store(), records.IMPORTS)
+    journal = os.path.join(paths.state_dir(), "kubeconfig-imports.json")
+    imports = records.ImportRecords(journal, secret_store())
     return ImportKubelogin(imports, kubeconfig_backups(), installation.helper_path())
 
 

@@ -245,8 +245,7 @@ def check_keyring(store: Callable[[], SecretStore], setting: str = "auto") -> Ch
         return Check(
             "keyring",
             True,
-            f"{MEMORY_NOTICE}; stored credentials, secure and keyring backups need one"
-            + (f" (keyring chose {e.chosen})" if e.chosen else ""),
+            f"{MEMORY_NOTICE} ({e.why}); stored credentials, secure and keyring backups need one",
             e.hint,
             warn=True,
         )

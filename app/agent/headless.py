@@ -2,6 +2,7 @@
 
 import logging
 import signal
+import sys
 import threading
 from types import FrameType
 
@@ -13,7 +14,13 @@ log = logging.getLogger(__name__)
 def run(store: str | None = None) -> int:
     """Serve until SIGTERM, SIGINT or `kubetray stop`. AgentRunning propagates when another
     agent serves. ``store`` overrides the secret-store setting (keyring, memory, auto)."""
-    logs.to_stderr()
+    log_file = None
+    if sys.stderr.isatty():  # a person reads it: short lines there, the records in the log
+        from exec_helper import paths
+
+        log_file = logs.to_terminal(paths.state_dir(), "agent.log")
+    else:  # kubetray-exec sends stderr to agent.log
+        logs.to_stderr()
     frozen.pin()  # before anything else: nothing is imported from a replaced installation
     came_from = restart.restarted_from()
     parts = compose.agent(store_kind=store)
@@ -44,10 +51,17 @@ def run(store: str | None = None) -> int:
     restart.restore_memory(parts)
     parts.start()
     log.info("kubetray agent %s listening on %s", __version__, server.listener.address)
+    if log_file is not None:
+        print(f"log: {log_file}; Ctrl-C stops the agent", file=sys.stderr, flush=True)
     chosen = parts.store.chosen
-    log.info("tokens: %s (session bus: %s)", chosen.kind, chosen.source or "none looked for")
-    if chosen.notice:
-        log.info("%s (%s)", chosen.notice, chosen.reason or "the store setting")
+    log.info(
+        "tokens: %s (session bus: %s)",
+        chosen.kind,
+        chosen.source or "none looked for",
+        extra={"terminal": not chosen.notice},  # the notice says it
+    )
+    if chosen.notice:  # the reason in plain words (none when the setting chose memory)
+        log.info("%s", f"{chosen.notice} ({chosen.reason})" if chosen.reason else chosen.notice)
     # Serve on a thread: the kernel may hand SIGTERM to any thread, and Python runs the handler
     # only when the main thread comes back to it, which a blocking accept() never does.
     restart.note(came_from, parts.service.facts)

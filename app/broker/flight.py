@@ -112,8 +112,10 @@ class Login:
             if conv in self._listeners:
                 self._listeners.remove(conv)
 
-    def show(self, text: str) -> None:
-        log.info("login %s: %s", self.name, text)
+    def show(self, text: str, terminal: bool = True) -> None:
+        """Tell whoever waits for the login; ``terminal``: also on a headless agent's terminal
+        (False for what it said already), always in its log."""
+        log.info("login %s: %s", self.name, text, extra={"terminal": terminal})
         with self._lock:
             self._history.append(text)
             listeners = list(self._listeners)

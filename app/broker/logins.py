@@ -722,11 +722,22 @@ class Logins:
 
     def _interactive_login(self, st: Entry, settings: Settings, login: Login) -> TokenSet:
         client = self.client(st, settings)
+        # A person's login is announced, after the notice that it will not outlive the agent.
+        # One that needs nobody (gcloud's ADC taken over, a password grant) is not: it may fail
+        # at once, and then its one line says what to do; the notice follows its success.
+        person = settings.login_needs != NOBODY
+        if person:
+            self._tell_notice(login)
+            login.show(f"Logging in to {st.identity.name} ({settings.where})…")
+        tokens = client.login(login, self._session(st).tokens)
+        if not person:
+            self._tell_notice(login)
+        return tokens
+
+    def _tell_notice(self, login: Login) -> None:
         if self.notice:
-            login.show(self.notice)
+            login.show(self.notice, terminal=False)  # the agent's terminal heard it at start
             self.notice = None
-        login.show(f"Logging in to {st.identity.name} ({settings.where})…")
-        return client.login(login, self._session(st).tokens)
 
     def cancel(self, name: str) -> bool:
         """Cancel the login in flight for ``name``."""

@@ -42,7 +42,9 @@ def _redact_keys(mapping: dict[str, Any], keys: tuple[str, ...]) -> bool:
 
 
 def _redact_user(user: dict[str, Any]) -> bool:
-    """Redact a user's secrets in place; True when it had any (exec env values do not count)."""
+    """Redact a user's secrets in place; True when it had any. An exec env value is shown when
+    its name says it is not a secret (``shown_env``); a value whose name says it is one
+    (``_SECRET_ENV``) counts as a secret; others are hidden without counting."""
     found = _redact_keys(user, USER_SECRETS)
     provider = user.get("auth-provider")
     config = provider.get("config") if isinstance(provider, dict) else None
@@ -56,12 +58,38 @@ def _redact_user(user: dict[str, Any]) -> bool:
             found = True
         env = exec_.get("env")
         for item in env if isinstance(env, list) else []:
-            if isinstance(item, dict) and "value" in item:
-                item["value"] = REDACTED  # env often carries cloud keys: never show them
+            if not isinstance(item, dict) or "value" not in item:
+                continue
+            name = item.get("name")
+            if isinstance(name, str) and shown_env(name):
+                continue
+            if isinstance(name, str) and item.get("value") and _SECRET_ENV.search(name.upper()):
+                found = True
+            item["value"] = REDACTED  # env often carries cloud keys: shown only when named safe
     return found
 
 
 _SECRET_ENV = re.compile(r"TOKEN|SECRET|PASSW|PASSPHRASE|CREDENTIAL|PRIVATE|API_?KEY|ACCESS_?KEY")
+"""Names of env values that are (or may be) secrets: never shown, and such a value makes a
+file's backup and an import's record go into the keyring."""
+_SHOWN_ENV = re.compile(
+    r"[A-Z0-9_]*_(PROFILE|REGION)"
+    r"|AWS_STS_REGIONAL_ENDPOINTS|AWS_SDK_LOAD_CONFIG|AWS_CONFIG_FILE|AWS_ROLE_ARN"
+    r"|AWS_PARTITION|AWS_DEFAULTS_MODE|AWS_USE_FIPS_ENDPOINT|AWS_USE_DUALSTACK_ENDPOINT"
+    r"|CLOUDSDK_CORE_PROJECT|CLOUDSDK_CONFIG|CLOUDSDK_ACTIVE_CONFIG_NAME|CLOUDSDK_COMPUTE_ZONE"
+    r"|GOOGLE_CLOUD_PROJECT|USE_GKE_GCLOUD_AUTH_PLUGIN"
+    r"|AZURE_TENANT_ID|AZURE_CLIENT_ID|AZURE_AUTHORITY_HOST|AZURE_ENVIRONMENT"
+    r"|AAD_SERVICE_PRINCIPAL_CLIENT_ID|AAD_LOGIN_METHOD"
+)
+"""Names of env values that say where or as whom to sign in, never a secret: a profile, a
+region, a project, a tenant, a client id, a config file's path. Shown in diffs and kept in
+plain files (an import's record). Any other name is redacted."""
+
+
+def shown_env(name: str) -> bool:
+    """May the value of exec env ``name`` be shown (an allow-listed, non-secret name)?"""
+    upper = name.upper()
+    return bool(_SHOWN_ENV.fullmatch(upper)) and not _SECRET_ENV.search(upper)
 
 
 def provider_secrets(user: dict[str, Any]) -> list[str]:
@@ -103,9 +131,14 @@ def _users(data: dict[str, Any]) -> list[dict[str, Any]]:
     return [e["user"] for e in entries if isinstance(e, dict) and isinstance(e.get("user"), dict)]
 
 
+def user_has_secrets(user: dict[str, Any]) -> bool:
+    """True when a user's body carries a secret (see ``_redact_user``)."""
+    return _redact_user(copy.deepcopy(user))
+
+
 def has_secrets(data: dict[str, Any]) -> bool:
     """True when any user carries a secret (such files are never backed up on disk)."""
-    return any(_redact_user(copy.deepcopy(user)) for user in _users(data))
+    return any(user_has_secrets(user) for user in _users(data))
 
 
 def redacted(data: dict[str, Any]) -> dict[str, Any]:

@@ -71,8 +71,9 @@ def choose(kind: str, keyring: KeyringSecretStore) -> StoreChoice:
                 ' (or "secret_store" in settings.json), or start a Secret Service: kubetray'
                 " doctor says how",
                 e.chosen,
+                e.why,
             ) from None
-        return StoreChoice(MemorySecretStore(), MEMORY, MEMORY_NOTICE, e.message, bus)
+        return StoreChoice(MemorySecretStore(), MEMORY, MEMORY_NOTICE, e.why, bus)
     return StoreChoice(keyring, KEYRING, None, source=bus)
 
 

@@ -12,6 +12,7 @@ import hashlib
 import os
 import re
 import secrets
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -51,10 +52,32 @@ collection with it. It answers one call at a time anyway."""
 class NoKeyring(StoreUnavailable):
     """There is no usable OS keyring at all (not merely a locked or slow one)."""
 
-    def __init__(self, message: str, hint: str | None = None, chosen: str = "") -> None:
+    def __init__(
+        self, message: str, hint: str | None = None, chosen: str = "", why: str = ""
+    ) -> None:
         super().__init__(message, hint)
         self.chosen = chosen
-        """The backend keyring fell back to (its fail or null keyring), when it named one."""
+        """The backend keyring fell back to (its fail or null keyring), when it named one: for
+        the log, never for a person."""
+        self.why = why or message
+        """What is missing, in plain words (``message`` says it after "no OS keyring here")."""
+
+
+def _missing() -> str:
+    """Which keyring service is missing here, in plain words."""
+    if sys.platform == "darwin":
+        return "the macOS Keychain cannot be reached"
+    if sys.platform == "win32":
+        return "the Windows Credential Manager cannot be reached"
+    services = "Secret Service such as gnome-keyring, KWallet or KeePassXC"
+    if not os.environ.get("DBUS_SESSION_BUS_ADDRESS"):
+        return f"there is no D-Bus session bus, so no {services}"
+    return f"no {services} answers on the D-Bus session bus"
+
+
+def no_keyring(chosen: str = "") -> NoKeyring:
+    why = _missing()
+    return NoKeyring(f"no OS keyring here: {why}", _REMEDY, chosen, why)
 
 
 class KeyringSecretStore:
@@ -116,7 +139,7 @@ class KeyringSecretStore:
         backend = keyring.get_keyring()
         name = f"{type(backend).__module__}.{type(backend).__name__}"
         if "fail" in name.split(".") or "Plaintext" in name or "null" in name.split("."):
-            raise NoKeyring(f"no usable OS keyring here (keyring chose {name})", _REMEDY, name)
+            raise no_keyring(name)
         return backend
 
     def recheck(self) -> None:
@@ -126,8 +149,6 @@ class KeyringSecretStore:
         if reset is not None:
             reset()
         self._chosen = None
-        import sys
-
         if "keyring" in sys.modules:  # keyring remembers the backend it chose at first use
             import keyring.core
 
@@ -273,7 +294,7 @@ def _translate(error: BaseException) -> BaseException:
     except ImportError:  # pragma: no cover - keyring is a dependency
         return error
     if isinstance(error, ke.NoKeyringError):
-        return NoKeyring("no OS keyring is available", _REMEDY)
+        return no_keyring()
     if isinstance(error, ke.KeyringLocked):
         return StoreUnavailable("the OS keyring is locked", "unlock it and try again")
     if isinstance(error, ke.InitError):

@@ -1,7 +1,9 @@
 """Switch int128/kubelogin users to kubetray-exec (same flags), and undo the last switch.
 
-What each import changed is recorded (in the keyring: args may hold a client secret), so the
-undo puts back exactly what was there, and only for users that still read as kubetray wrote.
+What each import changed is recorded (in the keyring when it holds a secret: kubelogin's args
+may hold a client secret; else in a journal file), so the undo puts back exactly what was
+there, and only for users that still read as kubetray wrote. Without a keyring, an import
+needs one only for such a record or for the backup of a file that holds secrets.
 """
 
 from dataclasses import dataclass
@@ -12,7 +14,8 @@ from app.kubeconfig import migrate, records
 from app.kubeconfig.backups import Backups
 from app.kubeconfig.edit import Edit, Written
 from app.kubeconfig.migrate import Skipped
-from app.kubeconfig.records import Records, UserChange
+from app.kubeconfig.records import ImportRecords, UserChange
+from app.kubeconfig.secrets import has_secrets
 from app.kubeconfig.view import View
 from app.progress import Progress, quiet
 
@@ -34,13 +37,25 @@ class UndoPlan:
 
 
 class ImportKubelogin:
-    """Import and its undo, with their collaborators: the record of imports (in the keyring),
-    kubeconfig backups, and the helper's path."""
+    """Import and its undo, with their collaborators: the record of imports, kubeconfig
+    backups, and the helper's path."""
 
-    def __init__(self, imports: Records, backups: Backups, helper: str) -> None:
+    def __init__(self, imports: ImportRecords, backups: Backups, helper: str) -> None:
         self._imports = imports
         self._backups = backups
         self._helper = helper
+
+    @staticmethod
+    def keyring_needed(p: ImportPlan) -> str | None:
+        """Why applying ``p`` needs the keyring, in the user's words; None when it does not."""
+        if records.holds_secrets(p.changes):
+            return "the record of this import, for --undo, holds a secret"
+        by_path = {f.path: f for f in p.view.files}
+        for path in p.edit.changes:
+            f = by_path.get(path)
+            if f is not None and f.text is not None and has_secrets(f.data):
+                return f"{path} holds secrets: its backup goes there"
+        return None
 
     def plan_import(self, paths: list[str] | None) -> ImportPlan:
         """Every kubelogin user of the merged view (shadowed ones too)."""
@@ -54,10 +69,9 @@ class ImportKubelogin:
         return edits.apply(p.edit, self._backups, "import", progress)
 
     def plan_undo(self) -> UndoPlan:
-        batches = self._imports.batches()
-        if not batches:
+        batch = self._imports.last()
+        if not batch:
             raise UsageError("there is no import to undo")
-        batch = batches[-1]
         view = View.load(sorted({c.file for c in batch}), lock=True)
         changed = [c for c in batch if not records.still_as_written(view, c)]
         return UndoPlan(view, records.undo(batch), changed)
@@ -65,5 +79,5 @@ class ImportKubelogin:
     def apply_undo(self, p: UndoPlan, progress: Progress = quiet) -> list[Written]:
         """Write the users back and drop the last import's record (``progress``: each file)."""
         written = edits.apply(p.edit, self._backups, "import --undo", progress)
-        self._imports.save(self._imports.batches()[:-1])
+        self._imports.drop_last()
         return written

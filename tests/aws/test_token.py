@@ -213,8 +213,14 @@ def test_no_credentials_is_one_clear_line(files: world.AwsFiles) -> None:
     with pytest.raises(CredentialsError, match="Unable to locate credentials") as e:
         _token(files.env(AWS_PROFILE="default"))
     assert e.value.hint and "aws configure" in e.value.hint
-    with pytest.raises(CredentialsError, match=r"profile \(nope\) could not be found"):
-        _token(files.env(AWS_PROFILE="nope"))
+    env = files.env(AWS_PROFILE="nope")
+    with pytest.raises(CredentialsError) as e:
+        _token(env)
+    config, creds = env["AWS_CONFIG_FILE"], env["AWS_SHARED_CREDENTIALS_FILE"]
+    assert e.value.one_line() == (
+        f"the AWS profile 'nope' is neither in {config} nor in {creds}; create it: aws configure"
+        " sso --profile nope, or fix AWS_PROFILE (the kubeconfig's env)"
+    )
 
 
 @pytest.mark.parametrize(

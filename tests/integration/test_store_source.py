@@ -94,7 +94,7 @@ def test_a_caller_with_a_keyring_is_never_told_there_is_none(
     assert "tokens are kept in memory" in first.stderr
     assert agent_facts(kt)["store"] == "memory"
     refused = helper(kt, bare(kt, runtime), "--stored", name)
-    assert refused.returncode == 1 and "no usable OS keyring" in refused.stderr  # true for it
+    assert refused.returncode == 1 and "no OS keyring here: " in refused.stderr  # true for it
     # A caller that has the user's session bus: served from the keyring, never told "none".
     second = helper(kt, kt.env, "--stored", name)
     assert second.returncode == 0 and TOKEN in second.stdout, second.stderr

@@ -126,7 +126,7 @@ def test_keys_process_web_identity_and_env(config: dict) -> None:
         ("default", {"AWS_WEB_IDENTITY_TOKEN_FILE": "/t"}, "web identity"),
         ("badsession", {}, 'sso-session does not exist: "nope"'),
         ("half", {}, "missing required configuration: sso_role_name"),
-        ("nope", {}, r"The config profile \(nope\) could not be found"),
+        ("nope", {}, r"the AWS profile 'nope' is not in the AWS config files"),
     ],
 )
 def test_refused_with_one_line(config: dict, profile: str, env: dict, words: str) -> None:

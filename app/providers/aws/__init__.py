@@ -188,8 +188,9 @@ class AwsProvider:
 
         try:
             source = world(command).source
-        except Exception as e:  # the profile cannot be served: one line, as the CLI says it
-            raise OptionsError(getattr(e, "message", None) or str(e)) from None
+        except Exception as e:  # the profile cannot be served: one line, with what to do
+            one_line = getattr(e, "one_line", None)
+            raise OptionsError(one_line() if callable(one_line) else str(e)) from None
         local = tuple(
             path
             for name in ("AWS_CA_BUNDLE",)

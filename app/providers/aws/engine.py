@@ -99,11 +99,22 @@ class World:
             config = self.session.full_config
             env = {} if command.profile_explicit else command.environ
             self.source = profiles.classify(config, command.profile or "default", env)
+        except profiles.ProfileMissing as e:
+            said_ = profiles.missing(e, command.environ, command.profile_explicit)
+            raise CredentialsError(str(said_), said_.hint) from None
         except ProfileError as e:
             raise CredentialsError(str(e), e.hint) from None
         except UnusableBundle as e:
             raise CredentialsError(e.message, e.hint) from None
         except Exception as e:  # botocore's config errors
+            from botocore.exceptions import ProfileNotFound
+
+            if isinstance(e, ProfileNotFound):  # botocore looked first
+                name = str(e.kwargs.get("profile") or command.profile)
+                said_ = profiles.missing(
+                    profiles.ProfileMissing(name, name), command.environ, command.profile_explicit
+                )
+                raise CredentialsError(str(said_), said_.hint) from None
             raise CredentialsError(f"the AWS configuration cannot be read: {e}") from None
         self.sso = self.source.sso
         self._role_cache = role_caches(self.key)

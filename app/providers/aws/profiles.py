@@ -45,6 +45,36 @@ class ProfileError(ValueError):
         self.hint = hint
 
 
+class ProfileMissing(ProfileError):
+    """A profile that is in no AWS config file (``missing`` says where it was looked for)."""
+
+    def __init__(self, name: str, wanted: str) -> None:
+        super().__init__(f"the AWS profile {name!r} is not in the AWS config files")
+        self.name = name
+        self.wanted = wanted
+        """The profile asked for (``name`` is its source_profile when they differ)."""
+
+
+def missing(e: ProfileMissing, env: Mapping[str, str], explicit: bool) -> ProfileError:
+    """``e`` in the person's words: the profile, the files looked in (``env``: the caller's
+    AWS_* variables), and what to do (``explicit``: named by ``--profile``, not AWS_PROFILE)."""
+    config = env.get("AWS_CONFIG_FILE") or "~/.aws/config"
+    creds = env.get("AWS_SHARED_CREDENTIALS_FILE") or "~/.aws/credentials"
+    if e.name != e.wanted:
+        return ProfileError(
+            f"the AWS profile {e.wanted!r} has source_profile {e.name!r}, which is neither in "
+            f"{config} nor in {creds}",
+            f"add the profile {e.name!r}, or fix source_profile in {e.wanted!r}",
+        )
+    named_by = (
+        "--profile in the kubeconfig's args" if explicit else "AWS_PROFILE (the kubeconfig's env)"
+    )
+    return ProfileError(
+        f"the AWS profile {e.name!r} is neither in {config} nor in {creds}",
+        f"create it: aws configure sso --profile {e.name}, or fix {named_by}",
+    )
+
+
 @dataclass(frozen=True)
 class SsoSession:
     """What a person logs in to: one IAM Identity Center portal (start URL) in its region.
@@ -163,7 +193,7 @@ def classify(config: Mapping[str, Any], profile: str, env: Mapping[str, str]) ->
         if section is None:
             if name == "default" and name == profile and not seen[:-1]:
                 return Source(CONTAINER if _container(env) else "none", profile)
-            raise ProfileError(f"The config profile ({name}) could not be found")
+            raise ProfileMissing(name, profile)
         if section.get("login_session"):
             raise ProfileError(
                 f"the profile {name!r} uses an 'aws login' session (login_session), which "
