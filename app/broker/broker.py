@@ -273,7 +273,11 @@ class Broker:
                 return  # another call came meanwhile: it decides
             del self._usage[key]
         self.registry.discard(key)
-        log.info("%s: not kept (it never served, and nobody logs in to it)", st.identity.name)
+        log.info(  # housekeeping: the log has it, the caller was told why it failed
+            "%s: not kept (it never served, and nobody logs in to it)",
+            st.identity.name,
+            extra={"terminal": False},
+        )
 
     def _stored_holds(self, name: str) -> bool:
         """Whether the store's index lists ``name`` (an unreadable index: as if it did)."""
