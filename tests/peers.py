@@ -117,15 +117,21 @@ class KubetrayEnv:
             **kwargs,
         )
 
-    def kubetray(self, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
-        """Run the kubetray CLI."""
+    def kubetray(
+        self,
+        *args: str,
+        input: str | None = None,
+        env: dict[str, str] | None = None,
+        timeout: float = 60,
+    ) -> subprocess.CompletedProcess[str]:
+        """Run the kubetray CLI (``env``: variables added to this environment's)."""
         return subprocess.run(
             [sys.executable, "-m", "app", *args],
-            env=self.env,
+            env={**self.env, **(env or {})},
             capture_output=True,
             text=True,
             input=input,
-            timeout=60,
+            timeout=timeout,
             check=False,
             cwd=ROOT,
         )

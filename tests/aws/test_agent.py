@@ -234,15 +234,7 @@ def test_the_aws_cli_s_login_is_adopted_without_asking(
 
 
 def _cli(kt: KubetrayEnv, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "app", *args],
-        env={**kt.env, **env},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=Path(__file__).parents[2],
-        check=False,
-    )
+    return kt.kubetray(*args, env=env, timeout=120)
 
 
 def test_the_login_lives_in_the_keyring_across_restarts_and_logout_ends_it(

@@ -15,7 +15,6 @@ import os
 import re
 import ssl
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -57,15 +56,7 @@ def _login_name(stderr: str) -> str:
 
 
 def _cli(kt: KubetrayEnv, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "app", *args],
-        env={**kt.env, **env},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=Path(__file__).parents[2],
-        check=False,
-    )
+    return kt.kubetray(*args, env=env, timeout=120)
 
 
 @pytest.mark.parametrize("sso_trusted_by", ["system store", "AWS_CA_BUNDLE"])

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from app.broker.flight import Login
+from app.broker.flight import Login, Silent
 from app.oidc.browser import SETTLE, Browser, over_ssh, remote_grant
 
 SSH = "192.0.2.10 50022 192.0.2.20 22"
@@ -33,10 +33,9 @@ def test_a_command_that_exits_non_zero_is_reported(monkeypatch: pytest.MonkeyPat
     assert done.wait(5) and failed == ["sh exited with code 3"]
 
 
-class Recorder:
-    """A caller's terminal: every line it is told."""
+class Recorder(Silent):
+    """A caller's terminal: every line it is told (asked nothing)."""
 
-    interactive = False
     visible = True
 
     def __init__(self) -> None:
@@ -44,15 +43,6 @@ class Recorder:
 
     def tell(self, text: str) -> None:
         self.told.append(text)
-
-    def ask(self, text: str, secret: bool) -> str | None:
-        return None
-
-    def keepalive(self) -> None:
-        pass
-
-    def device_code(self, user_code: str, uri: str) -> None:
-        pass
 
 
 URL = "http://127.0.0.1:1/authorize?client_id=kubectl&state=abc"
