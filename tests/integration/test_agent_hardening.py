@@ -154,8 +154,8 @@ def test_names_from_requests_do_not_grow_the_agent(
     assert "invalid credential name" in answer[-1]["stderr"]
     status = json.loads(raw_exchange(sock, hello(), request({"op": "status"}))[-1]["stdout"])
     names = [i["name"] for i in status["identities"]]
-    assert len(names) <= 40, len(names)  # the newest few unknown names, not all 100
-    assert "unknown-99" in names and "unknown-0" not in names
+    # A name no store holds is not kept once its request failed (its calls are recorded).
+    assert not [n for n in names if n.startswith(("unknown-", "h"))], names
     calls = json.loads(
         raw_exchange(sock, hello(), request({"op": "calls", "limit": 1000}))[-1]["stdout"]
     )["calls"]
