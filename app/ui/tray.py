@@ -565,7 +565,8 @@ class TrayApp(QObject):
             if login_page:  # they act on the selected row: this identity's
                 which = "" if self.main_window.select_identity(name) else f"Select {name}: "
                 text += f" ({which}Open login page and Copy link are the buttons above.)"
-            self.main_window.show_notice(title, text)
+            self.main_window.show_notice(title, text, about=name)
+            self._notified[name] = kind  # taken back when moot, as a notification is
             if kind in ("login", "waiting", "browser", "remote"):  # it needs the person
                 bring_to_front(self.main_window)
 
@@ -573,6 +574,8 @@ class TrayApp(QObject):
         """Take the notification about ``name`` off the screen: it is answered or moot."""
         self._notified.pop(name, None)
         self.desktop_notifications.withdraw(name)
+        if self.main_window is not None:
+            self.main_window.withdraw_notice(name)
 
     def _in_window(self, name: str) -> MainWindow:
         """The main window, in front, with ``name`` selected: its questions are asked there."""

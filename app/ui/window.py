@@ -184,6 +184,8 @@ class MainWindow(QWidget):
         self.store_notice.setWordWrap(True)
         layout.addWidget(self.store_notice)
         self.notice = QLabel("")
+        self.notice_about: str | None = None
+        """The identity the notice is about, when it stands in for a notification."""
         self.notice.setWordWrap(True)
         self.notice.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         layout.addWidget(self.notice)
@@ -469,7 +471,7 @@ class MainWindow(QWidget):
         context = self._unused_context(item)
         if ident is None and context is not None:
             self._controller.log_in_context(context)
-            self.notice.setText(f"Logging in for {html.escape(context)}…")
+            self._say(f"Logging in for {html.escape(context)}…")
             return
         if ident is not None:
             again = ident.state in (State.READY, State.EXPIRING)
@@ -486,18 +488,18 @@ class MainWindow(QWidget):
         link = self._controller.login_link(ident.name) if ident is not None else None
         if link:
             QGuiApplication.clipboard().setText(link)
-            self.notice.setText("Copied the login link: open it in any browser.")
+            self._say("Copied the login link: open it in any browser.")
 
     def switch_account(self, name: str) -> None:
         """Ask the provider first: switching where it cannot offer another account would log
         the same person in again."""
         self.switch_button.setEnabled(False)
-        self.notice.setText(f"Asking the provider of {html.escape(name)}…")
+        self._say(f"Asking the provider of {html.escape(name)}…")
         self._controller.check_switch_account(name)
 
     def _switch_checked(self, name: str, can_pick: object) -> None:
         self._update_buttons()
-        self.notice.setText("")
+        self._say("")
         if can_pick is not False:
             self._controller.switch_account(name)
             return
@@ -536,7 +538,7 @@ class MainWindow(QWidget):
             cancel_first=True,
         ):
             self._controller.remove(ident.name)
-            self.notice.setText(f"Removed {html.escape(ident.name)}.")
+            self._say(f"Removed {html.escape(ident.name)}.")
 
     def _ask(
         self,
@@ -587,14 +589,28 @@ class MainWindow(QWidget):
             return
         line = kubectl_line(context)
         QGuiApplication.clipboard().setText(line)
-        self.notice.setText(f"Copied: <code>{html.escape(breakable(line))}</code>")
+        self._say(f"Copied: <code>{html.escape(breakable(line))}</code>")
 
     def _quit(self) -> None:
         QApplication.quit()  # looked up when clicked (tests replace it)
 
-    def show_notice(self, title: str, text: str) -> None:
-        """A notification, where the desktop has no service to show it (and no tray)."""
+    def _say(self, text: str) -> None:
+        """A line of the window's own (not about a notification)."""
+        self.notice.setText(text)
+        self.notice_about = None
+
+    def show_notice(self, title: str, text: str, about: str | None = None) -> None:
+        """A notification, where the desktop has no service to show it (and no tray);
+        ``about``: the identity it is about (withdraw_notice takes it back once moot)."""
         self.notice.setText(f"<b>{html.escape(title)}</b><br>{html.escape(breakable(text))}")
+        self.notice_about = about
+
+    def withdraw_notice(self, about: str) -> None:
+        """The notice about ``about`` is answered or moot (a login done, cancelled): gone, as a
+        desktop notification would be; another notice or message stays."""
+        if self.notice_about == about:
+            self.notice.setText("")
+            self.notice_about = None
 
     def set_standalone(self, standalone: bool) -> None:
         """No tray (True): this window is the app, and closing it asks first."""

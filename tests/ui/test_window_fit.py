@@ -192,3 +192,34 @@ def test_without_a_tray_the_notice_points_to_the_window_s_buttons(
     finally:
         view.shutdown()
         qtbot.wait(50)
+
+
+def test_without_a_tray_the_notice_goes_once_the_login_is_done(
+    qtbot, controller: TrayController, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    """The window's notice stands in for a notification, and goes when one would: "the
+    browser did not open … the buttons above" must not stay once those buttons are gone."""
+    statuses = long_statuses()
+    monkeypatch.setattr(controller, "identities", lambda: statuses)
+    monkeypatch.setattr(controller, "login_link", lambda name: URL)
+    view = TrayApp(controller, tray=False)
+    try:
+        window = view.main_window
+        assert window is not None and not view.desktop_notifications.available()
+        name, other = statuses[0].name, statuses[1].name
+        view.show_notification("browser", name, f"The browser did not open for {name}", "Open")
+        qtbot.wait_until(lambda: "did not open" in window.notice.text(), timeout=5000)
+        controller.finished_login.emit(other, "")  # another identity's login: not this one's
+        qtbot.wait(50)
+        assert "did not open" in window.notice.text()
+        with qtbot.wait_signal(controller.finished_login, timeout=5000):
+            controller.finished_login.emit(name, "")  # signed in (or cancelled)
+        qtbot.wait_until(lambda: window.notice.text() == "", timeout=5000)
+        view.show_notification("browser", other, f"The browser did not open for {other}", "x")
+        qtbot.wait_until(lambda: other in window.notice.text(), timeout=5000)
+        said = window.notice.text()
+        view.withdraw_notification(name)  # about another identity: this notice stays
+        assert window.notice.text() == said
+    finally:
+        view.shutdown()
+        qtbot.wait(50)
