@@ -2,6 +2,7 @@
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -470,20 +471,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     try:
         doc = client.call_json("status")
     except AgentNotRunning:
-        stored = compose.stored_credentials().list()
-        doc = {
-            "agent": None,
-            "identities": [
-                IdentityStatus(
-                    name=s.name,
-                    kind=s.kind,
-                    state=State.STORED,
-                    expires=s.not_after,
-                    subject=s.subject,
-                ).to_dict()
-                for s in stored
-            ],
-        }
+        doc = {"agent": None, "identities": [i.to_dict() for i in compose.identities_at_rest()]}
     if args.json:
         print(json.dumps(doc, indent=2))
         return 0
@@ -810,6 +798,16 @@ def _ssh_args(argv: list[str]) -> argparse.Namespace | None:
     )
 
 
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null: Python's flush at exit would fail on the closed pipe too."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; errors become `error:`/`hint:` lines and the error's exit code."""
     parser = build_parser()
@@ -825,6 +823,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if e.hint:
             print(f"hint: {e.hint}", file=sys.stderr)
         return e.exit_code
+    except BrokenPipeError:  # `kubetray status | head -1`: the reader has what it wanted
+        _quiet_stdout()
+        return 0
     except OSError as e:  # a file or device failed under us: one line, never a traceback
         if args.verbose:
             raise

@@ -13,7 +13,7 @@ from app.broker.broker import Broker, no_contexts, utcnow
 from app.broker.consent import Consent
 from app.broker.logins import Logins
 from app.broker.registry import Registry
-from app.model import ContextUse
+from app.model import ContextUse, IdentityStatus, State
 from app.oidc.browser import Browser
 from app.providers import default as default_providers
 from app.static_credentials import StoredCredentials
@@ -126,6 +126,39 @@ class Core:
 
     def stop(self) -> None:
         self.logins.stop()
+
+
+def identities_at_rest() -> list[IdentityStatus]:
+    """What kubetray knows while no agent runs (``kubetray status``): the stored credentials
+    and the login identities of identities.json, as State.STORED (present; whether tokens
+    are held is the agent's to say: the keyring is not read for a status)."""
+    stored = stored_credentials().list()
+    out = [
+        IdentityStatus(
+            name=s.name, kind=s.kind, state=State.STORED, expires=s.not_after, subject=s.subject
+        )
+        for s in stored
+    ]
+    registry = Registry(
+        os.path.join(paths.config_dir(), "identities.json"),
+        reserved=lambda: [s.name for s in stored],
+    )
+    for st in registry.known():
+        if st.settings is None:
+            continue
+        shown = registry.providers.of(st.settings).describe(st.settings, None)
+        out.append(
+            IdentityStatus(
+                name=st.identity.name,
+                kind=st.identity.kind,
+                state=State.STORED,
+                who=shown.who,
+                issuer=shown.issuer,
+                client_id=shown.client_id,
+                details=shown.details,
+            )
+        )
+    return out
 
 
 def core(

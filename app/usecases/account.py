@@ -98,13 +98,15 @@ class Account:
         """Forget the tokens of ``name``; what the provider said about revoking them."""
         outcome = self._oidc().logout(name)
         if outcome is None:
-            raise AppError(f"no identity to log in to named {name!r}", "kubetray status lists them")
+            raise AppError(
+                f"no identity named {name!r} to log out of", "kubetray status lists them"
+            )
         return outcome
 
     def forget(self, name: str) -> None:
         """Log out of ``name`` and remove it (kubectl's next use brings it back)."""
         if not self._oidc().forget(name):
-            raise AppError(f"no identity to log in to named {name!r}", "kubetray status lists them")
+            raise AppError(f"no identity named {name!r} to remove", "kubetray status lists them")
 
     def cancel(self, name: str) -> None:
         """Cancel the login in flight for ``name``."""

@@ -82,6 +82,42 @@ def test_typos_and_clouds_with_nothing_configured_leave_no_identity(kt: Kubetray
     assert "login required for kubectl@idp.example" in kt.run_helper(*person).stderr
     names = [i["name"] for i in json.loads(kt.kubetray("status", "--json").stdout)["identities"]]
     assert names == ["kubectl@idp.example"]
+    # With no agent running, status still lists what kubetray knows (not "no identities yet").
+    kt.stop_agent()
+    idle = kt.kubetray("status")
+    assert "agent: not running" in idle.stdout and "no identities yet" not in idle.stdout
+    row = next(line for line in idle.stdout.splitlines() if line.startswith("kubectl@idp"))
+    assert row.split()[1:3] == ["oidc", "stored"], row
+    assert not (kt.runtime / "agent.sock").exists()  # status started nothing
+    # A name that is not there: the verb it was asked for.
+    gone = kt.kubetray("logout", "nosuch")
+    assert gone.returncode != 0 and "no identity named 'nosuch' to log out of" in gone.stderr
+    kt.stop_agent()
+
+
+def test_status_into_a_pipe_that_closed_says_nothing(kt: KubetrayEnv) -> None:
+    """`kubetray status | head -1`: the reader has gone, as head does; no 'Broken pipe'."""
+    import subprocess
+    import sys
+
+    from tests.peers import ROOT
+
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before kubetray writes
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "app", "status"],
+            env=kt.env,
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            cwd=ROOT,
+            check=False,
+        )
+    finally:
+        os.close(write)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
 
 
 def _has_az(directory: str) -> bool:
