@@ -26,7 +26,8 @@ class State(StrEnum):
     """A stored certificate or token whose validity starts later (the clock, or too early)."""
     ERROR = "error"
     STORED = "stored"
-    """A stored credential seen while no agent runs: present, not yet served."""
+    """An identity seen while no agent runs (a stored credential, or a login identity of
+    identities.json): present; what it holds is the agent's to say."""
 
     @property
     def needs_person(self) -> bool:
