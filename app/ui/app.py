@@ -65,10 +65,13 @@ def run(tray: bool | None = None, store: str | None = None, at_login: bool = Fal
     ``store`` overrides the secret-store setting (keyring, memory, auto). ``at_login``: started
     with the session (autostart), so a tray may still be on its way.
     """
-    logs.to_stderr()
+    if sys.stderr.isatty():  # a person reads it: short lines there, the records in the log
+        log_file = logs.to_terminal(paths.state_dir(), "app.log")
+    else:  # a session's journal, or kubetray-exec's agent.log: the records in full
+        logs.to_stderr()
+        log_file = logs.to_file(paths.state_dir(), "app.log")
     frozen.pin()  # before anything else: nothing is imported from a replaced installation
     came_from = restart.restarted_from()
-    log_file = logs.to_file(paths.state_dir(), "app.log")
     app = QApplication.instance() or QApplication(sys.argv)
     assert isinstance(app, QApplication)
     app.setApplicationName("kubetray")
