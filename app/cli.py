@@ -333,7 +333,9 @@ def cmd_store(args: argparse.Namespace) -> int:
     client.invalidate(cred.name)
     expiry = f", valid until {cred.not_after:%Y-%m-%d %H:%M} UTC" if cred.not_after else ""
     print(f"stored {cred.name} ({cred.kind}{expiry}) in the OS keyring")
-    print(f"kubeconfig: user.exec.command kubetray-exec, args [--stored, {cred.name}]")
+    from app.installation import helper_path
+
+    print(f"kubeconfig: user.exec.command {helper_path()}, args [--stored, {cred.name}]")
     return 0
 
 
