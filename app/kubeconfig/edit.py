@@ -123,12 +123,36 @@ def upsert(data: dict[str, Any], kind: str, name: str, value: dict[str, Any]) ->
     data[kind].append({"name": name, body: value})
 
 
+def _as_read(value: Any) -> Any:
+    """A user body as kubectl reads it: what kubectl's own writes add (``env: null``,
+    ``provideClusterInfo: false``, any key set to null, and for a v1beta1 exec entry
+    ``interactiveMode: IfAvailable``, its default there) means what its absence means."""
+    if isinstance(value, dict):
+        beta = str(value.get("apiVersion", "")).endswith("/v1beta1")
+        return {
+            k: _as_read(v)
+            for k, v in value.items()
+            if v is not None
+            and not (k == "provideClusterInfo" and v is False)
+            and not (k == "interactiveMode" and v == "IfAvailable" and beta)
+        }
+    if isinstance(value, list):
+        return [_as_read(v) for v in value]
+    return value
+
+
+def same_user(a: Any, b: Any) -> bool:
+    """Whether two user bodies mean the same to kubectl (a `kubectl config` command in between
+    rewrites the whole file with its defaults filled in)."""
+    return bool(_as_read(a) == _as_read(b))
+
+
 def replace_user(user: str, expected: dict[str, Any], new: dict[str, Any]) -> Change:
     """A change that sets ``user``'s body to ``new`` only if it still reads ``expected``."""
 
     def change(data: dict[str, Any]) -> None:
         entry = find(data, "users", user)
-        if entry is not None and entry.get("user") == expected:
+        if entry is not None and same_user(entry.get("user"), expected):
             entry["user"] = copy.deepcopy(new)
 
     return change

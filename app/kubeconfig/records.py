@@ -15,7 +15,7 @@ from typing import Any
 
 from app import formats, jsonfile
 from app.errors import StoreError
-from app.kubeconfig.edit import Edit, replace_user
+from app.kubeconfig.edit import Edit, replace_user, same_user
 from app.kubeconfig.secrets import user_has_secrets
 from app.kubeconfig.view import View
 from app.store.keyring_store import NoKeyring
@@ -180,4 +180,4 @@ def still_as_written(view: View, change: UserChange) -> bool:
     """Does the user still read what kubetray wrote (so that undo restores it)?"""
     f = next((f for f in view.files if f.path == change.file), None)
     entry = f.find("users", change.user) if f else None
-    return entry is not None and entry.get("user") == change.after
+    return entry is not None and same_user(entry.get("user"), change.after)

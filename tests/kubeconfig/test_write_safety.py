@@ -256,3 +256,31 @@ def test_kubectl_set_context_racing_kubetray_import_loses_nothing(
     assert data["users"][0]["user"]["exec"]["command"] == "kubectl"  # undone last
     assert data["clusters"] == [{"name": "c", "cluster": {"server": "https://c.example"}}]
     print(f"kubectl retried {waited} times because kubetray held the lock")
+
+
+@pytest.mark.kubectl
+def test_undo_after_kubectl_rewrote_the_file_puts_the_user_back(
+    kt: KubetrayEnv, keyring_session: None, tmp_path: Path
+) -> None:
+    """kubectl config commands rewrite the whole file with their defaults filled in (`env:
+    null`, `provideClusterInfo: false`): the user still reads what kubetray wrote, so
+    `kubetray import --undo` puts it back (it left it imported, and said nothing wrong)."""
+    binaries = kubectl_binaries()
+    require("1.33" in binaries, "kubectl 1.33 is not installed")
+    config = tmp_path / "kube.yaml"
+    config.write_text(KUBELOGIN)
+    env = dict(kt.env, KUBECONFIG=str(config))
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            args, env=env, cwd=ROOT, capture_output=True, text=True, timeout=60, check=False
+        )
+
+    assert run(sys.executable, "-m", "app", "import", "--yes").returncode == 0
+    assert run(binaries["1.33"], "config", "set-context", "k", "--cluster=c").returncode == 0
+    assert "provideClusterInfo: false" in config.read_text()  # kubectl's rewrite
+    done = run(sys.executable, "-m", "app", "import", "--undo", "--yes")
+    assert done.returncode == 0, done.stderr
+    data = files.read(str(config)).data
+    assert data["users"][0]["user"]["exec"]["command"] == "kubectl"
+    assert "k" in {c["name"] for c in data["contexts"]}
