@@ -193,11 +193,6 @@ class EntraSettings:
             return f"{self.username}@{tenant}"
         return f"{server}@{tenant}"
 
-    @property
-    def microsoft_host(self) -> bool:
-        """Whether the login host is one of Microsoft's (those MSAL knows by name)."""
-        return (urlsplit(self.authority_host).hostname or "") in MICROSOFT_HOSTS
-
     def to_dict(self) -> dict[str, Any]:
         """What the identity index remembers: no secrets."""
         doc = asdict(self)
