@@ -17,7 +17,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
@@ -390,12 +390,3 @@ class BotocoreTokenView:
 
     def __setitem__(self, key: str, value: dict[str, Any]) -> None:
         """botocore writes only after its own refresh, which the view prevents."""
-
-
-def asdict_safe(tokens: SsoTokens) -> dict[str, Any]:
-    """For tests and debugging: the record without its secrets."""
-    doc = asdict(tokens)
-    doc["access_token"] = doc["refresh_token"] = "***"
-    if doc.get("registration"):
-        doc["registration"]["client_secret"] = "***"
-    return doc
