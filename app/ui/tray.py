@@ -31,7 +31,7 @@ from app.ui import icons
 from app.ui.controller import TrayController
 from app.ui.dialogs import AddClusterDialog, ConsentDialog, SettingsDialog, ask_login
 from app.ui.notify import DEFAULT, DesktopNotifications
-from app.ui.text import details, time_left, who
+from app.ui.text import details, elide, time_left, who
 from app.ui.tray_host import TrayHost
 from app.ui.views import (
     DeviceCodeWindow,
@@ -119,11 +119,7 @@ def that_matter(
 def menu_text(text: str, limit: int = MENU_TEXT) -> str:
     """``text`` for a QAction: one line, at most ``limit`` characters (the middle elided), and
     ``&`` doubled so that Qt shows it instead of making the next letter a shortcut."""
-    text = " ".join(text.split())
-    if len(text) > limit:
-        head = (limit - 1) // 2
-        text = text[:head] + "…" + text[len(text) - (limit - 1 - head) :]
-    return text.replace("&", "&&")
+    return elide(" ".join(text.split()), limit).replace("&", "&&")
 
 
 def clipboard_from_anywhere() -> bool:
