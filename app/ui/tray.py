@@ -428,11 +428,6 @@ class TrayApp(QObject):
         """Each identity's submenu, by name."""
         return {name: row.menu for name, row in self._rows.items()}
 
-    @property
-    def _info(self) -> dict[str, QAction]:
-        """Each identity's line in the menu, by name."""
-        return {name: row.action for name, row in self._rows.items()}
-
     def _actions(self, menu: QMenu | None = None) -> list[QAction]:
         """Every visible action of the menu, each identity's submenu right after its line."""
         out: list[QAction] = []
