@@ -31,7 +31,7 @@ from app.ui import icons
 from app.ui.controller import TrayController
 from app.ui.dialogs import AddClusterDialog, ConsentDialog, SettingsDialog, ask_login
 from app.ui.notify import DEFAULT, DesktopNotifications
-from app.ui.text import details, time_left, who
+from app.ui.text import details, elide, time_left, who
 from app.ui.tray_host import TrayHost
 from app.ui.views import (
     DeviceCodeWindow,
@@ -119,11 +119,7 @@ def that_matter(
 def menu_text(text: str, limit: int = MENU_TEXT) -> str:
     """``text`` for a QAction: one line, at most ``limit`` characters (the middle elided), and
     ``&`` doubled so that Qt shows it instead of making the next letter a shortcut."""
-    text = " ".join(text.split())
-    if len(text) > limit:
-        head = (limit - 1) // 2
-        text = text[:head] + "…" + text[len(text) - (limit - 1 - head) :]
-    return text.replace("&", "&&")
+    return elide(" ".join(text.split()), limit).replace("&", "&&")
 
 
 def clipboard_from_anywhere() -> bool:
@@ -431,11 +427,6 @@ class TrayApp(QObject):
     def identity_menus(self) -> dict[str, QMenu]:
         """Each identity's submenu, by name."""
         return {name: row.menu for name, row in self._rows.items()}
-
-    @property
-    def _info(self) -> dict[str, QAction]:
-        """Each identity's line in the menu, by name."""
-        return {name: row.action for name, row in self._rows.items()}
 
     def _actions(self, menu: QMenu | None = None) -> list[QAction]:
         """Every visible action of the menu, each identity's submenu right after its line."""

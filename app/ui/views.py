@@ -38,6 +38,7 @@ from app.ui.text import (
     call_details,
     caller_chain,
     elide,
+    plural,
     state_words,
     time_left,
 )
@@ -277,7 +278,7 @@ class DiagnosticsWindow(QWidget):
                 [
                     escape(f"kubetray {version.describe()}"),
                     f"Calls: {ok} ok, {failed} failed; "
-                    f"{len(identities)} identit{'y' if len(identities) == 1 else 'ies'}",
+                    + plural(len(identities), "identity", "identities"),
                 ]
             )
         )

@@ -245,7 +245,7 @@ class MainWindow(QWidget):
         self._update_buttons()
 
     def _rebuild(self, tops: list[Row], others: list[ContextUse]) -> None:
-        selected = self._selected_key()
+        selected = self._selected()
         if others:
             ours = self._controller.helper_contexts()
             tops.append(
@@ -361,9 +361,6 @@ class MainWindow(QWidget):
         index = self.tree.currentIndex()
         key = index.data(KEY) if index.isValid() else None
         return tuple(key) if key is not None else None
-
-    def _selected_key(self) -> object:
-        return self._selected()
 
     def _identity_of(self, key: tuple[str, ...] | None) -> IdentityStatus | None:
         if key is None:
