@@ -31,8 +31,6 @@ def _no_display() -> str | None:
     """Why the desktop app cannot show itself here, checked before Qt aborts the process."""
     if sys.platform != "linux":
         return None
-    import os
-
     platform = os.environ.get("QT_QPA_PLATFORM", "")
     if platform and not platform.startswith(("xcb", "wayland")):
         return None  # offscreen, vnc, ...: Qt was told what to use
@@ -258,7 +256,6 @@ def _wait_restarted(started: str, limit: float) -> int:
 
 def _all_users(command: list[str]) -> int:
     """``command`` for every user's running kubetray of this installation (root: packages)."""
-    import os
     import subprocess
 
     if sys.platform != "linux":

@@ -21,6 +21,7 @@ tests/unit/test_formats.py loads them, and a made-up newer version, with this ve
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from app import jsonfile
 from app.errors import AppError
 from exec_helper.version import VERSION
 
@@ -60,6 +61,14 @@ def stamped(doc: Mapping[str, Any], fmt: int) -> dict[str, Any]:
     """``doc`` with its format and the version writing it (for JSON files, which every
     version reads leniently at the top)."""
     return {**doc, FIELD: fmt, WRITER: VERSION}
+
+
+def save(path: str, doc: Mapping[str, Any], fmt: int) -> None:
+    """Write ``doc`` to the JSON file ``path``, stamped with format ``fmt``, keeping the fields
+    of a newer kubetray that the file holds (OSError when it cannot be written)."""
+    old = jsonfile.load(path)
+    kept = unknown(old, doc) if isinstance(old, dict) else {}
+    jsonfile.save(path, stamped({**kept, **doc}, fmt))
 
 
 def unknown(doc: Mapping[str, Any], known: Iterable[str]) -> dict[str, Any]:

@@ -204,10 +204,6 @@ class Restart:
             self._finish()
             return  # the identities' locks stay held until exec
 
-    @property
-    def due(self) -> bool:
-        return self._due
-
     def exec_if_due(self) -> None:
         """Replace this process with its program as installed now, if a restart is due (the
         main loop has ended and cleaned up); returns only when none is."""

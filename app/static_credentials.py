@@ -228,12 +228,8 @@ class StoredCredentials:
         return dict(creds) if isinstance(creds, dict) else {}
 
     def _write_index(self, creds: dict[str, dict[str, str | None]]) -> None:
-        doc = jsonfile.load(self._index_path)
-        kept = formats.unknown(doc, ("credentials",)) if isinstance(doc, dict) else {}
         try:
-            jsonfile.save(
-                self._index_path, formats.stamped({**kept, "credentials": creds}, INDEX_FORMAT)
-            )
+            formats.save(self._index_path, {"credentials": creds}, INDEX_FORMAT)
         except OSError as e:  # jsonfile removes its temporary file
             raise StoreError(f"cannot write {self._index_path}: {e.strerror or e}") from None
 

@@ -65,10 +65,8 @@ class Consent:
         return hosts("allow"), hosts("deny")
 
     def _save(self, allow: list[str], deny: list[str]) -> None:
-        doc = jsonfile.load(self._path)
-        kept = formats.unknown(doc, ("allow", "deny")) if isinstance(doc, dict) else {}
         hosts = {"allow": sorted(set(allow)), "deny": sorted(set(deny))}
-        jsonfile.save(self._path, formats.stamped({**kept, **hosts}, FORMAT))
+        formats.save(self._path, hosts, FORMAT)
 
     def allow(self, host: str) -> None:
         """Serve ``host`` from now on, without asking (kept)."""

@@ -12,7 +12,6 @@ state no caller waits on the provider.
 import heapq
 import logging
 import threading
-import time
 from collections import deque
 from collections.abc import Callable
 from datetime import datetime
@@ -147,30 +146,3 @@ class RefreshScheduler:
         with self._wake:
             self._stopped = True
             self._wake.notify_all()
-
-
-def measure_burst(
-    identities: int, seconds_each: float, groups: int = 1, workers: int = WORKERS
-) -> float:
-    """Seconds the scheduler takes to refresh ``identities`` that are all due at once, when
-    each refresh takes ``seconds_each`` (spread over ``groups`` providers): the burst length
-    bench/ compares with the margin window (no jitter: the worst case)."""
-    done = threading.Semaphore(0)
-
-    def refresh(_key: str) -> None:
-        time.sleep(seconds_each)
-        done.release()
-
-    def clock() -> datetime:
-        return datetime.fromtimestamp(0)
-
-    scheduler = RefreshScheduler(clock, refresh, workers=workers)
-    for i in range(identities):
-        scheduler.schedule(f"id-{i}", clock(), group=f"provider-{i % groups}")
-    start = time.perf_counter()
-    scheduler.start()
-    for _ in range(identities):
-        done.acquire()
-    elapsed = time.perf_counter() - start
-    scheduler.stop()
-    return elapsed

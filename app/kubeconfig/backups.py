@@ -88,10 +88,7 @@ class Backups:
         return [b for b in out if file is None or b.file == file]
 
     def _write_journal(self, backups: list[Backup]) -> None:
-        doc = jsonfile.load(self._journal)
-        kept = formats.unknown(doc, ("backups",)) if isinstance(doc, dict) else {}
-        rows = {"backups": [b.to_dict() for b in backups]}
-        jsonfile.save(self._journal, formats.stamped({**kept, **rows}, FORMAT))
+        formats.save(self._journal, {"backups": [b.to_dict() for b in backups]}, FORMAT)
 
     def save(self, f: KubeconfigFile, operation: str) -> Backup:
         """Back up ``f`` as it was read (its text must exist) before it is replaced."""

@@ -111,9 +111,7 @@ class ImportRecords:
         return [r for r in rows if isinstance(r, dict)] if isinstance(rows, list) else []
 
     def _save_rows(self, rows: list[dict[str, Any]]) -> None:
-        doc = jsonfile.load(self._journal)
-        kept = formats.unknown(doc, ("imports",)) if isinstance(doc, dict) else {}
-        jsonfile.save(self._journal, formats.stamped({**kept, "imports": rows}, JOURNAL_FORMAT))
+        formats.save(self._journal, {"imports": rows}, JOURNAL_FORMAT)
 
     def _legacy(self) -> Records:
         return Records(self._store, IMPORTS)
