@@ -51,18 +51,23 @@ run: $(RUNTIME) ## try kubetray: a demo provider, API server and kubeconfig (run
 	@echo "  export PATH=\"$(abspath $(BIN)):\$$PATH\""
 	KUBETRAY_DEMO_VIA="make run" $(BIN)/kubetray demo
 
+LINTED := app exec_helper tests bench scripts packaging
+LINT := $(BIN)/ruff check $(LINTED) && $(BIN)/ruff format --check $(LINTED) && $(BIN)/mypy \
+	&& $(BIN)/mypy --platform win32 && $(BIN)/mypy --platform darwin
+
 lint: install ## ruff and mypy (also for Windows and macOS)
-	$(BIN)/ruff check app exec_helper tests bench scripts packaging
-	$(BIN)/ruff format --check app exec_helper tests bench scripts packaging
-	$(BIN)/mypy
-	$(BIN)/mypy --platform win32
-	$(BIN)/mypy --platform darwin
+	$(LINT)
 
 # tests/ui in a pytest process of its own: Qt objects left by hundreds of earlier tests made a
 # rare abort while Python collected garbage inside Qt's event loop (see docs/gotchas.md).
-test: system-deps install $(NODE_DEPS) $(CLIENT_DEPS) lint ## everything: lint, then all tests against real peers
-	scripts/with-keyring $(BIN)/pytest --ignore=tests/ui $(PYTEST_ARGS)
-	scripts/with-keyring $(BIN)/pytest tests/ui $(PYTEST_ARGS)
+# Each part runs even when an earlier one failed (a lint slip or one flaky test must not hide
+# what the UI tests would have said); the run fails if any part did, and says which.
+test: system-deps install $(NODE_DEPS) $(CLIENT_DEPS) ## everything: lint, then all tests against real peers
+	@failed=""; \
+	( $(LINT) ) || failed="$$failed lint"; \
+	scripts/with-keyring $(BIN)/pytest --ignore=tests/ui $(PYTEST_ARGS) || failed="$$failed tests"; \
+	scripts/with-keyring $(BIN)/pytest tests/ui $(PYTEST_ARGS) || failed="$$failed tests/ui"; \
+	if [ -n "$$failed" ]; then echo "make test: failed:$$failed" >&2; exit 1; fi
 
 # Left out: tests marked slow, keyring (asks for keyring_session), kubectl or sshd, and the
 # integration, conformance, ui and packaging directories, which run real peers. Without a D-Bus
