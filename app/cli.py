@@ -151,15 +151,15 @@ def cmd_stop(args: argparse.Namespace) -> int:
         return _all_users(["stop", *(["--remove-autostart"] if args.remove_autostart else [])])
     if getattr(args, "remove_autostart", False):
         _remove_autostart()
+    # Stop asks nothing else first: an agent that cannot give its status (a file it cannot
+    # read) still stops.
     try:
-        before = client.call_json("status")
+        result = client.call("stop")
     except AgentNotRunning:
         print("kubetray is not running")
         return 0
-    try:
-        result = client.call("stop")
     except AppError:  # it went before its answer did (the connection was reset)
-        result = {"exit": 0, "stdout": json.dumps({"pid": before["agent"]["pid"]})}
+        result = {"exit": 0, "stdout": json.dumps({"pid": _lock_pid()})}
     if result.get("exit") != 0:
         raise AppError(
             str(result.get("stderr") or "the running agent refused to stop"),
@@ -170,6 +170,17 @@ def cmd_stop(args: argparse.Namespace) -> int:
         raise AppError(f"kubetray (pid {pid}) did not stop within 10 s", f"end it: kill {pid}")
     print(f"stopped kubetray (pid {pid})")
     return 0
+
+
+def _lock_pid() -> int | None:
+    """The running agent's pid, from its lock file (None where there is none)."""
+    from exec_helper import paths
+
+    try:
+        with open(os.path.join(paths.runtime_dir(), paths.LOCK_NAME), encoding="utf-8") as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return None
 
 
 def _remove_autostart() -> None:
@@ -464,15 +475,16 @@ def _who(row: IdentityStatus) -> str:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from app import compose
+    from app import compose, statefiles
     from app.agent import client
 
     try:
         doc = client.call_json("status")
     except AgentNotRunning:
         doc = {"agent": None, "identities": [i.to_dict() for i in compose.identities_at_rest()]}
+    problems = statefiles.problems()
     if args.json:
-        print(json.dumps(doc, indent=2))
+        print(json.dumps({**doc, "files": problems}, indent=2))
         return 0
     agent = doc.get("agent")
     if agent:
@@ -492,6 +504,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     for h in doc.get("remote") or []:
         used = f", last used {h['last_used']}, {h['calls']} calls" if h.get("last_used") else ""
         print(f"remote: {h['host']} (over SSH; {h['standing']}{used})")
+    for problem in problems:
+        print(f"files: {problem}")
     rows = [IdentityStatus.from_dict(r) for r in doc.get("identities") or []]
     if not rows:
         print(
@@ -550,12 +564,16 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     from app.agent import client
     from app.settings import Settings
 
+    try:
+        setting = Settings.load().secret_store
+    except AppError:  # doctor says what is wrong with the settings, among the rest
+        setting = "auto"
     failed = warned = 0
     for check in doctor.run(
         cli_kubeconfig.existing_kubeconfig(args.kubeconfig),
         lambda: client.call_json("status"),
         lambda: compose.secret_store(timeout=doctor.KEYRING_TIMEOUT),
-        store_setting=Settings.load().secret_store,
+        store_setting=setting,
     ):
         mark = "FAIL" if not check.ok else "WARN" if check.warn else "ok  "
         print(f"{mark}  {check.name}: {check.detail}", flush=True)

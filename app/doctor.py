@@ -106,6 +106,17 @@ def check_files(view: View) -> Iterator[Check]:
             yield Check(name, True, "readable and writable")
 
 
+def check_state_files() -> Iterator[Check]:
+    """kubetray's own files (app/statefiles.py): each problem with its file and remedy."""
+    from app import statefiles
+
+    problems = statefiles.errors()
+    if not problems:
+        yield Check("kubetray's files", True, "readable, in formats this kubetray knows")
+    for e in problems:
+        yield Check("kubetray's files", False, e.message, e.hint)
+
+
 def _users(names: list[str]) -> str:
     """``user a``, ``users a, b and c``, or ``500 users (a, b … and 498 more)``."""
     if len(names) == 1:
@@ -356,6 +367,7 @@ def run(
         yield Check("kubeconfig", False, e.message, e.hint)
         view = View([])
     yield from check_files(view)
+    yield from check_state_files()
     users = list(kubetray_users(view))
     if not users:
         yield Check("kubetray users", True, "none in the kubeconfig yet (kubetray setup adds one)")

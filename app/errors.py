@@ -58,3 +58,14 @@ class AgentRunning(AppError):
 
 class AgentNotRunning(AppError):
     """A command needed the agent and none answers."""
+
+
+def unexpected(e: BaseException) -> str:
+    """One sentence for an error nobody foresaw (a bug): what it was, where to read more."""
+    from exec_helper import paths
+
+    # The class only: an unforeseen error's text may quote a secret.
+    return (
+        f"the kubetray agent could not answer: something it did not expect went wrong "
+        f"({type(e).__name__}); its log in {paths.state_dir()} has the details"
+    )

@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from app import formats, jsonfile
+from app.errors import AppError
 from exec_helper import paths
 
 FORMAT = 1
@@ -36,25 +37,63 @@ class Settings:
 
     @classmethod
     def load(cls) -> "Settings":
-        """Saved settings, defaults for anything missing or unreadable; NewerFormat (one line)
-        for the settings of a newer kubetray, which are left as they are."""
+        """Saved settings, defaults for anything missing. A file kubetray cannot use is never
+        guessed around nor written over: BadSettings names the file or the setting and the
+        remedy (a person edits this file by hand); NewerFormat for a newer kubetray's."""
+        path = cls.path()
         try:
-            with open(cls.path(), encoding="utf-8") as f:
-                doc = json.load(f)
-        except (OSError, ValueError):
+            with open(path, "rb") as f:
+                raw = f.read()
+        except FileNotFoundError:
             return cls()
+        except OSError as e:
+            said = jsonfile.unreadable(path, e)
+            raise BadSettings(said.message, said.hint) from None
+        try:
+            doc = json.loads(raw)
+        except ValueError as e:  # UnicodeDecodeError included
+            where = (
+                f" at line {e.lineno} column {e.colno}"
+                if isinstance(e, json.JSONDecodeError)
+                else ""
+            )
+            raise BadSettings(f"{path} is not valid JSON{where}", _FIX) from None
+        except RecursionError:
+            raise BadSettings(f"{path} is nested too deeply", _FIX) from None
         if not isinstance(doc, dict):
-            return cls()
-        formats.check(doc, cls.path(), FORMAT)
+            raise BadSettings(f"{path} is not a JSON object ({{...}})", _FIX)
+        formats.check(doc, path, FORMAT)
         known = {f.name for f in fields(cls) if f.name != "extra"}
         defaults = cls()
-        values = {
-            k: v for k, v in doc.items() if k in known and type(v) is type(getattr(defaults, k))
-        }
+        for k, v in doc.items():
+            want = getattr(defaults, k) if k in known else None
+            if k in known and type(v) is not type(want):
+                raise BadSettings(
+                    f"the setting {k} in {path} is {json.dumps(v)[:40]}, not {_KINDS[type(want)]}",
+                    f'set it to one (default: {json.dumps(want)}), or remove the line "{k}"',
+                )
+        if doc.get("secret_store", "auto") not in STORES:
+            raise BadSettings(
+                f"the setting secret_store in {path} is {json.dumps(doc['secret_store'])[:40]}, "
+                f"not one of {', '.join(STORES)}",
+                'set it to one of them, or remove the line "secret_store"',
+            )
+        values = {k: v for k, v in doc.items() if k in known}
         return cls(**values, extra=formats.unknown(doc, known))
 
     def save(self) -> None:
-        """Write atomically, with what a newer kubetray set and this one does not know."""
+        """Write atomically, with what a newer kubetray set and this one does not know (never
+        over a file load refuses)."""
+        type(self).load()
         doc = asdict(self)
         doc.pop("extra")
         jsonfile.save(self.path(), formats.stamped({**self.extra, **doc}, FORMAT))
+
+
+class BadSettings(AppError):
+    """settings.json cannot be used as it is: kubetray neither guesses nor rewrites it."""
+
+
+STORES = ("auto", "keyring", "memory")
+_KINDS = {bool: "true or false", str: "a string", int: "a whole number"}
+_FIX = "mend it (or move it away to start from the defaults), then try again"

@@ -92,7 +92,10 @@ def main(argv: list[str] | None = None) -> int:
     except RecursionError:
         return _fail(f"{EXEC_INFO} or the agent's answer is nested too deeply")
     except Exception as e:  # the one-line contract holds for what nobody foresaw too
-        return _fail(f"kubetray-exec failed: {type(e).__name__}: {e}")
+        what = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+        return _fail(
+            f"kubetray-exec could not get a credential: something it did not expect went wrong ({what})"
+        )
 
 
 def run() -> None:

@@ -142,16 +142,20 @@ def _said(log_path: str, offset: int) -> str:
         return ""
     lines = [line.strip() for line in lines if line.strip()]
     chosen = [line for line in lines if line.startswith(("error:", "hint:"))] or lines[-1:]
-    text = "; ".join(line.removeprefix("error: ") for line in chosen)
+    text = "; ".join(line.removeprefix("error: ").removeprefix("hint: ") for line in chosen)
     return text[:400]
 
 
 def _spawn() -> None:
     log_dir = paths.state_dir()
-    os.makedirs(log_dir, mode=0o700, exist_ok=True)
     log_path = os.path.join(log_dir, "agent.log")
     cmd = agent_command()
-    with open(os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab") as log:
+    try:
+        os.makedirs(log_dir, mode=0o700, exist_ok=True)
+        log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    except OSError as e:  # its log goes there: an agent could not start either
+        raise HelperError(paths.unusable_dir("state", log_dir, e)) from None
+    with open(log_fd, "ab") as log:
         offset = log.seek(0, os.SEEK_END)
         kwargs: dict[str, object] = {}
         if sys.platform == "win32":

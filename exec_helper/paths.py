@@ -160,3 +160,50 @@ def state_dir() -> str:
     if sys.platform == "darwin":
         return _home() + "/Library/Logs/" + APP
     return (getenv("XDG_STATE_HOME") or _home() + "/.local/state") + "/" + APP
+
+
+def _which_variable(kind: str) -> str:
+    """The variable that moves a directory of ``kind`` ("state" or "config") where it is."""
+    own = "KUBETRAY_STATE_DIR" if kind == "state" else "KUBETRAY_CONFIG_DIR"
+    if getenv(own) or sys.platform in ("win32", "darwin"):
+        return own
+    return "XDG_STATE_HOME" if kind == "state" else "XDG_CONFIG_HOME"
+
+
+def unusable_dir(kind: str, path: str, e: OSError) -> str:
+    """One line for a directory kubetray cannot use (``kind``: "state" or "config"): which,
+    why in words, and the remedy (not the exception's class name)."""
+    import errno
+    import os
+
+    variable = _which_variable(kind)
+    elsewhere = f"set {variable} to a directory you can write"
+    parent, blocker, existing = path, None, None
+    while parent and parent != os.path.dirname(parent):
+        if os.path.lexists(parent) and not os.path.isdir(parent):
+            blocker = parent
+        elif existing is None and os.path.isdir(parent):
+            existing = parent
+        parent = os.path.dirname(parent)
+    if blocker is not None:
+        why, fix = f"{blocker} is a file, not a directory", f"move that file away, or {elsewhere}"
+    elif e.errno == errno.EROFS or _read_only(existing or "/"):
+        why, fix = "it is on a read-only file system", elsewhere
+    elif e.errno in (errno.EACCES, errno.EPERM) and existing == path:
+        why, fix = "permission denied", f"make it yours and writable (chmod u+rwx), or {elsewhere}"
+    elif e.errno in (errno.EACCES, errno.EPERM):
+        why, fix = f"it cannot be made in {existing or '/'}", elsewhere
+    else:
+        why, fix = e.strerror or str(e), elsewhere
+    return f"kubetray cannot use {path} as its {kind} directory ({why}); {fix}"
+
+
+def _read_only(path: str) -> bool:
+    """Is ``path`` on a file system mounted read-only (or one that takes no files, /sys)?"""
+    import os
+
+    try:
+        st = os.statvfs(path)
+    except (OSError, AttributeError):  # Windows has no statvfs
+        return False
+    return bool(st.f_flag & os.ST_RDONLY) or path == "/sys" or path.startswith("/sys/")

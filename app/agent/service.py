@@ -15,7 +15,7 @@ from app import __version__
 from app.agent import peer
 from app.broker import consent
 from app.broker.broker import Broker
-from app.errors import AppError
+from app.errors import AppError, unexpected
 from app.model import CallRecord
 from app.oidc.errors import LoginError
 from app.usecases.account import Account
@@ -205,11 +205,13 @@ class Service:
         except BadRequest as e:
             log.debug("malformed request from pid %s: %s", pid, e)
             send(bad_request(str(e)))
+        except AppError as e:  # a file it cannot read, a store that refuses: in words
+            send(_result(e.exit_code, stderr=e.one_line()))
         except OSError:
             raise  # the connection failed: nobody to answer
         except Exception as e:  # a bug: the caller still gets its one answer
             log.exception("a %s request failed", str(request.get("op"))[:64])
-            send(_result(1, stderr=f"the kubetray agent failed: {type(e).__name__} (see its log)"))
+            send(_result(1, stderr=unexpected(e)))
 
     def _dispatch(
         self, request: dict[str, Any], pid: int | None, send: Send, receive: Receive

@@ -8,6 +8,7 @@ made up, once; after that the identity keeps it, so two kubeconfigs that name on
 differently do not rename it back and forth (``kubetray forget NAME`` starts it afresh).
 """
 
+import logging
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -15,9 +16,12 @@ from typing import Any
 
 from app import formats, jsonfile
 from app import identity as idmod
+from app.errors import AppError
 from app.model import OIDC, STORED, Identity
 from app.providers import Providers, default
 from app.providers.base import Settings
+
+log = logging.getLogger(__name__)
 
 INDEX_VERSION = 2
 """identities.json's format (app/formats.py): 1 was the first round's {name: entry} map. An
@@ -71,6 +75,9 @@ class Registry:
         self._loaded_index = False
         self._kept: dict[str, Any] = {}
         """The index's own fields and entries this version cannot read, written back as read."""
+        self.problem: AppError | None = None
+        """Why the index could not be read last time (a newer format, permissions): until it
+        can, identities live in memory only and the index is never written."""
 
     # -- lookups --------------------------------------------------------------------------
 
@@ -181,13 +188,21 @@ class Registry:
     # -- the index ------------------------------------------------------------------------
 
     def _load_index(self) -> None:
-        """Read the index once. A newer format raises NewerFormat (every call that needs the
-        index says so) and nothing is ever written over it."""
+        """Read the index once. One this kubetray cannot read (a newer format, permissions) is
+        never written over: ``problem`` says why, the identities of this run are served from
+        memory, and the next call reads it again (the person may have mended it)."""
         if self._loaded_index:
             return
-        doc = jsonfile.load(self._index_path)
-        if isinstance(doc, dict) and formats.FIELD in doc:
-            formats.check(doc, self._index_path, INDEX_VERSION)
+        try:
+            doc = jsonfile.load(self._index_path)
+            if isinstance(doc, dict) and formats.FIELD in doc:
+                formats.check(doc, self._index_path, INDEX_VERSION)
+        except AppError as e:
+            if self.problem is None or self.problem.message != e.message:
+                log.warning("%s", e.one_line())
+            self.problem = e
+            return
+        self.problem = None
         entries = _entries(doc)
         reserved = self._reserved()
         with self._lock:
@@ -222,7 +237,10 @@ class Registry:
                 self._states[key] = Entry(identity, settings, legacy, chosen, kept or None)
 
     def _save_index(self) -> None:
-        """Write the login identities' names and non-secret settings (caller holds the lock)."""
+        """Write the login identities' names and non-secret settings (caller holds the lock);
+        nothing while the index on disk cannot be read (it would be lost)."""
+        if not self._loaded_index:
+            return
         out: dict[str, Any] = {
             k: v for k, v in (self._kept.get("entries") or {}).items() if v is not None
         }

@@ -17,9 +17,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+from app import statefiles
 from app.broker.broker import Broker
 from app.broker.flight import Conversation, Silent
-from app.errors import AppError
+from app.errors import AppError, unexpected
 from app.model import Caller, CallRecord, Credential
 from app.providers import Providers
 from app.providers import default as default_providers
@@ -123,13 +124,30 @@ class GetCredential:
         self._providers = broker.providers
         self._resolve_cached = functools.lru_cache(maxsize=64)(self._resolve_uncached)
         """kubectl sends the same arguments every time: resolved once (small keys only)."""
+        self._told: set[str] = set()
+        """Problems with kubetray's files already said to a caller (app.statefiles)."""
 
     def do(
         self, req: CredentialRequest, conversation: Callable[[bool, bool], Conversation]
     ) -> Answer:
         answer = self._do(req, conversation, at_once=False)
         assert answer is not None
+        told = self._untold()
+        if told:  # a file kubetray keeps that it cannot use: said once to kubectl too
+            code, out, err = answer  # one line: kubetray-exec's stderr is one
+            answer = (code, out, ". Also: ".join([err, *told] if err else told))
         return answer
+
+    def _untold(self) -> list[str]:
+        """Problems with kubetray's files not yet said to a caller of this agent."""
+        try:
+            problems = statefiles.problems()
+        except Exception:  # a look at the files must never cost the answer
+            log.exception("looking at kubetray's files failed")
+            return []
+        new = [p for p in problems if p not in self._told]
+        self._told.update(new)
+        return new
 
     def at_once(self, req: CredentialRequest) -> Answer | None:
         """do(), if the answer needs nothing but memory: no new identity, keyring move,
@@ -213,8 +231,7 @@ class GetCredential:
             answer = (1, "", e.one_line())
         except Exception as e:  # kubectl must get an answer whatever happens
             log.exception("get_credential failed")
-            error = f"the kubetray agent failed: {type(e).__name__}"
-            answer = (1, "", error + " (see the agent's log)")
+            answer = (1, "", unexpected(e))
         # The record Diagnostics and `kubetray status` show.
         code, _, error_text = answer
         self._record(req, name, cluster, start, error_text if code else None)

@@ -218,6 +218,8 @@ class World:
                 raise
             except (bx.BotoCoreError, bx.ClientError) as e:
                 raise self._errors(e) from None
+            except RuntimeError as e:  # botocore: "refreshed credentials are still expired"
+                raise self._expired(e) from None
             self._credentials = creds
             return creds
 
@@ -270,10 +272,23 @@ class World:
             end = end.replace(tzinfo=UTC)
         try:
             return sign(client, cluster_id, end if isinstance(end, datetime) else None)
-        except (bx.BotoCoreError, bx.ClientError) as e:
+        except (bx.BotoCoreError, bx.ClientError, RuntimeError) as e:
             with self._lock:
                 self._credentials = None
-            raise self._errors(e) from None
+            raise (self._expired(e) if isinstance(e, RuntimeError) else self._errors(e)) from None
+
+    def _expired(self, e: RuntimeError) -> LoginError:
+        """botocore's RuntimeError for credentials whose source (a credential_process, a
+        credentials file with an expiry, a cached role) gave them already expired."""
+        if "expired" not in str(e):
+            raise e
+        profile = self.command.profile or self.source.profile
+        of = f" of profile {profile!r}" if profile else ""
+        return CredentialsError(
+            f"the AWS credentials{of} have expired, and where they come from gave no fresh ones",
+            "renew them (your credential_process or the tool that wrote them, or aws sso login), "
+            "then run kubectl again",
+        )
 
     def whoami(self, credentials: Any = None) -> Who:
         """GetCallerIdentity (a network call: doctor, --forward-session-name)."""
