@@ -94,7 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # the one-line contract holds for what nobody foresaw too
         what = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
         return _fail(
-            f"kubetray-exec could not get a credential: something it did not expect went wrong ({what})"
+            "kubetray-exec could not get a credential: something it did not expect went "
+            f"wrong ({what})"
         )
 
 

@@ -241,9 +241,6 @@ def test_newer_formats_are_refused_in_one_line_and_left_alone(
     files, items = h.files(), dict(h.keyring.items)
     attempts = {
         "settings.json": lambda: Settings.load(),
-        "identities.json": lambda: h.registry().oidc(
-            OIDCSettings(issuer="https://new.example", client_id="k")
-        ),
         "stored.json": lambda: h.stored().save(StoredCredential(name="x", token="t"), NOW),
         "stored.json ": lambda: h.stored().remove("deploy"),
         "remote-hosts.json": lambda: h.consent().allow("new.example.com"),
@@ -262,6 +259,13 @@ def test_newer_formats_are_refused_in_one_line_and_left_alone(
         writer = "a newer kubetray" if "envelope" in what else "kubetray 9.0.0"
         line = _refused(refused.value, writer)
         assert what.strip() in line and "format" in line, line
+    # The identities a newer kubetray named: this one still serves the login asked for, from
+    # memory, and says why it remembers none of them (the index is never written).
+    registry = h.registry()
+    st = registry.oidc(OIDCSettings(issuer="https://new.example", client_id="k"))
+    assert st.identity.name == "k@new.example"
+    assert isinstance(registry.problem, formats.NewerFormat)
+    assert "identities.json" in _refused(registry.problem, "kubetray 9.0.0")
     assert h.files() == files  # not one byte of any file changed
     assert h.keyring.items == items  # nor of the keyring
 
