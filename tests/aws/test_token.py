@@ -271,3 +271,27 @@ def test_no_region_anywhere_is_global_for_the_cli_and_us_east_1_for_the_authenti
     assert authenticator.region == "us-east-1"
     assert authenticator.token_endpoint() == "https://sts.us-east-1.amazonaws.com"
     EksVerifier(sts, "demo").verify(authenticator.token("demo").token)
+
+
+def test_expired_credentials_from_their_source_are_one_clear_line(files: world.AwsFiles) -> None:
+    """A credential_process (or any source) that gives credentials already expired: botocore
+    raises RuntimeError; kubectl was told 'the kubetray agent failed: RuntimeError'."""
+    process = files.dir / "expired-process"
+    past = (datetime.now(UTC) - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    answer = {
+        "Version": 1,
+        "AccessKeyId": "AKIAEXPIREDEXAMPLE",
+        "SecretAccessKey": "expired-secret",
+        "SessionToken": "expired-session",
+        "Expiration": past,
+    }
+    process.write_text(f"#!/bin/sh\necho '{json.dumps(answer)}'\n")
+    process.chmod(0o755)
+    with files.config.open("a") as f:
+        f.write(f"\n[profile expired]\ncredential_process = {process}\n")
+    with pytest.raises(CredentialsError) as e:
+        _token(files.env(AWS_PROFILE="expired"))
+    line = e.value.one_line()
+    assert line.startswith("the AWS credentials of profile 'expired' have expired"), line
+    assert "renew them" in line and "RuntimeError" not in line
+    assert "expired-secret" not in line and "expired-session" not in line
