@@ -52,6 +52,19 @@ def token_of(done: Any) -> str:
     return str(json.loads(done.stdout)["status"]["token"])
 
 
+def _fetches_beyond_the_agent_s(kt: KubetrayEnv, idp: IdP) -> int:
+    """Client credentials fetches that were not the agent's fetches ahead (status counts
+    those once done; waits for one the provider has seen and the agent not yet counted)."""
+    deadline = time.monotonic() + 30
+    while True:
+        fetched = idp.counts().get("client_credentials", 0)
+        status = json.loads(kt.kubetray("status", "--json").stdout)
+        ahead = sum(i.get("refreshes", 0) for i in status["identities"] if i["kind"] == "oidc")
+        if fetched - ahead <= 1 or time.monotonic() > deadline:
+            return fetched - ahead
+        time.sleep(0.2)
+
+
 def test_client_credentials_served_cached_and_fetched_again_with_nobody(
     kt: KubetrayEnv, tmp_path: Path
 ) -> None:
@@ -70,8 +83,9 @@ def test_client_credentials_served_cached_and_fetched_again_with_nobody(
         assert first.stderr.strip() in ("", "kubetray-exec: started the kubetray agent")
         second = kubectl(kt, config)
         assert second.returncode == 0 and second.stderr == ""
-        assert time.monotonic() - start < TTL / 4, "too slow to tell a cache hit"
-        assert idp.counts().get("client_credentials") == 1  # the second one from the cache
+        # The second one from the cache: every fetch is the first one or the agent's own
+        # fetch ahead (a loaded machine may reach one before this line; no clock decides).
+        assert _fetches_beyond_the_agent_s(kt, idp) == 1
         served = token_of(kt.run_helper(*args, "--no-login"))  # never refused for want of a person
         assert checker(idp, audience="kubernetes")(served)
         # Fetched again ahead of expiry, with no caller at all.
