@@ -41,14 +41,7 @@ def errors() -> list[AppError]:
     """Each problem as an error (message and hint), in the order of ``files``."""
     from app.settings import Settings
 
-    out: list[AppError] = []
-    for kind, where in (("config", paths.config_dir()), ("state", paths.state_dir())):
-        try:  # kubetray makes them when it first writes: making them now costs nothing
-            os.makedirs(where, mode=0o700, exist_ok=True)
-            if not os.access(where, os.W_OK | os.X_OK):
-                raise PermissionError(13, "Permission denied", where)
-        except OSError as e:
-            out.append(AppError(paths.unusable_dir(kind, where, e)))
+    out: list[AppError] = directory_errors()
     kept = files()
     for path, readable in kept:
         try:
@@ -63,3 +56,27 @@ def errors() -> list[AppError]:
                 out.append(e)
     out += [jsonfile.aside_notice(p, a) for p, a in jsonfile.set_aside([p for p, _ in kept])]
     return out
+
+
+class UnusableDirectory(AppError):
+    """The config or state directory cannot hold kubetray's files."""
+
+
+def directory_errors() -> list[UnusableDirectory]:
+    """The config and state directories kubetray cannot use, each in one line."""
+    out: list[UnusableDirectory] = []
+    for kind, where in (("config", paths.config_dir()), ("state", paths.state_dir())):
+        try:  # kubetray makes them when it first writes: making them now costs nothing
+            os.makedirs(where, mode=0o700, exist_ok=True)
+            if not os.access(where, os.W_OK | os.X_OK):
+                raise PermissionError(13, "Permission denied", where)
+        except OSError as e:
+            out.append(UnusableDirectory(paths.unusable_dir(kind, where, e)))
+    return out
+
+
+def check_directories() -> None:
+    """At an agent's or the app's start: UnusableDirectory for the first directory it cannot
+    use (an agent that cannot keep its files or its log would fail later, and less clearly)."""
+    for e in directory_errors():
+        raise e

@@ -9,6 +9,7 @@ touching the keyring.
 import base64
 import binascii
 import json
+import logging
 import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
@@ -16,9 +17,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from app import formats, jsonfile
-from app.errors import CredentialError, StoreError, UsageError
+from app.errors import AppError, CredentialError, StoreError, UsageError
 from app.progress import Progress, quiet
 from app.store.secret_store import SecretStore
+
+log = logging.getLogger(__name__)
 
 TOKEN = "token"
 CLIENT_CERTIFICATE = "client-certificate"
@@ -287,8 +290,7 @@ class StoredCredentials:
             self._write_index(creds)
         return list(dict.fromkeys([*removed, *listed]))
 
-    def list(self) -> list[StoredInfo]:
-        """What the index knows, sorted by name."""
+    def _list(self) -> list[StoredInfo]:
         try:
             with open(self._index_path, "rb") as f:
                 seen: bytes | None = f.read()
@@ -310,3 +312,12 @@ class StoredCredentials:
             )
         self._listed = (seen, out) if seen is not None else None
         return list(out)
+
+    def list(self) -> list[StoredInfo]:
+        """What the index knows, sorted by name; none while it cannot be read (status goes
+        on, and says why: app/statefiles.py; writes still refuse)."""
+        try:
+            return self._list()
+        except AppError as e:
+            log.debug("stored credentials not listed: %s", e.one_line())
+            return []

@@ -6,7 +6,7 @@ import sys
 import threading
 from types import FrameType
 
-from app import __version__, compose, frozen, lifecycle, logs, restart
+from app import __version__, compose, frozen, lifecycle, logs, restart, statefiles
 
 log = logging.getLogger(__name__)
 
@@ -14,6 +14,7 @@ log = logging.getLogger(__name__)
 def run(store: str | None = None) -> int:
     """Serve until SIGTERM, SIGINT or `kubetray stop`. AgentRunning propagates when another
     agent serves. ``store`` overrides the secret-store setting (keyring, memory, auto)."""
+    statefiles.check_directories()
     log_file = None
     if sys.stderr.isatty():  # a person reads it: short lines there, the records in the log
         from exec_helper import paths

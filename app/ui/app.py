@@ -19,6 +19,7 @@ from app import (
     lifecycle,
     logs,
     restart,
+    statefiles,
 )
 from app.broker.broker import utcnow
 from app.settings import Settings
@@ -65,6 +66,9 @@ def run(tray: bool | None = None, store: str | None = None, at_login: bool = Fal
     ``store`` overrides the secret-store setting (keyring, memory, auto). ``at_login``: started
     with the session (autostart), so a tray may still be on its way.
     """
+    # Before anything starts: a directory or settings it cannot use is one line (AppError).
+    statefiles.check_directories()
+    settings = Settings.load()
     if sys.stderr.isatty():  # a person reads it: short lines there, the records in the log
         log_file = logs.to_terminal(paths.state_dir(), "app.log")
     else:  # a session's journal, or kubetray-exec's agent.log: the records in full
@@ -79,7 +83,6 @@ def run(tray: bool | None = None, store: str | None = None, at_login: bool = Fal
     app.setWindowIcon(icons.app_icon())
     app.setQuitOnLastWindowClosed(False)
     install_symbolic_icons()
-    settings = Settings.load()
     if settings.start_at_login:  # an entry an older kubetray wrote becomes this one's
         with contextlib.suppress(OSError):
             autostart.refresh(installation.login_command())

@@ -109,6 +109,29 @@ def test_an_index_that_cannot_be_read_is_never_written_over(kt: KubetrayEnv) -> 
     assert (index / "mine").read_text() == "keep"
 
 
+def test_stored_credentials_are_served_while_their_index_cannot_be_read(
+    kt: KubetrayEnv, keyring_session: None
+) -> None:
+    kt.store_token("deploy", "stored-token-1")
+    stored = kt.config / "stored.json"
+    kept = stored.read_bytes()
+    stored.rename(kt.config / "stored.mine")
+    stored.mkdir()  # something the person put there
+    served = kt.run_helper("--stored", "deploy")
+    assert served.returncode == 0 and "stored-token-1" in served.stdout
+    line = one_line(served.stderr)  # kubectl hears why, once
+    assert f"kubetray cannot read {stored} (it is a directory)" in line
+    status = kt.kubetray("status")
+    assert status.returncode == 0 and f"files: kubetray cannot read {stored}" in status.stdout
+    assert "deploy" in status.stdout  # the rest of status goes on
+    refused = kt.kubetray("store", "other", "--token-file", str(kt.inputs() / "deploy.token"))
+    assert refused.returncode == 1 and f"kubetray cannot read {stored}" in refused.stderr
+    assert stored.is_dir() and (kt.config / "stored.mine").read_bytes() == kept
+    stored.rmdir()
+    (kt.config / "stored.mine").rename(stored)
+    kt.kubetray("forget", "deploy")
+
+
 @pytest.mark.skipif(os.geteuid() == 0, reason="root reads a file whatever its permissions")
 def test_an_index_without_read_permission_is_never_written_over(kt: KubetrayEnv) -> None:
     kt.config.mkdir(parents=True)
@@ -134,6 +157,9 @@ def _refused_everywhere(kt: KubetrayEnv, *expected: str) -> None:
     status = kt.kubetray("status")
     assert all(text in status.stdout + status.stderr for text in expected), status
     doctor_fails_on(kt, *expected)
+    agent = kt.kubetray("agent", timeout=30)  # started by hand: refuses at once, in words
+    assert agent.returncode == 1 and "Traceback" not in agent.stderr, agent.stderr
+    assert all(text in agent.stderr for text in expected), agent.stderr
     assert kt.kubetray("stop").returncode == 0
 
 
