@@ -42,10 +42,17 @@ class Account:
             raise AppError("logins are not enabled in this agent")
         return self._broker.logins
 
+    def _unknown(self, message: str, hint: str) -> AppError:
+        """A name not found; while identities.json cannot be read, that is the likely cause."""
+        problem = self._broker.registry.problem
+        if problem is not None:
+            return AppError(f"{message}: {problem.message}", problem.hint)
+        return AppError(message, hint)
+
     def _find(self, name: str) -> Entry:
         st = self._oidc().find(name)
         if st is None:
-            raise AppError(
+            raise self._unknown(
                 f"no identity to log in to named {name!r}",
                 "kubetray status lists them; or give the kubetray-exec flags",
             )
@@ -98,7 +105,7 @@ class Account:
         """Forget the tokens of ``name``; what the provider said about revoking them."""
         outcome = self._oidc().logout(name)
         if outcome is None:
-            raise AppError(
+            raise self._unknown(
                 f"no identity named {name!r} to log out of", "kubetray status lists them"
             )
         return outcome
@@ -106,7 +113,9 @@ class Account:
     def forget(self, name: str) -> None:
         """Log out of ``name`` and remove it (kubectl's next use brings it back)."""
         if not self._oidc().forget(name):
-            raise AppError(f"no identity named {name!r} to remove", "kubetray status lists them")
+            raise self._unknown(
+                f"no identity named {name!r} to remove", "kubetray status lists them"
+            )
 
     def cancel(self, name: str) -> None:
         """Cancel the login in flight for ``name``."""

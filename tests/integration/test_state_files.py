@@ -87,6 +87,11 @@ def test_a_newer_index_is_left_alone_and_stop_still_stops(kt: KubetrayEnv) -> No
     assert status.returncode == 0 and both in status.stdout, status.stdout + status.stderr
     assert "NewerFormat" not in status.stdout + status.stderr
     doctor_fails_on(kt, both, "fix: ")
+    login = kt.kubetray("login", "prod")  # a name only that file knows: the cause, not a typo
+    assert login.returncode == 1, login.stderr
+    assert "error: no identity to log in to named 'prod': " in login.stderr and both in (
+        login.stderr
+    )
     pid = kt.agent_pid()
     stop = kt.kubetray("stop")
     assert stop.returncode == 0 and f"stopped kubetray (pid {pid})" in stop.stdout, stop.stderr

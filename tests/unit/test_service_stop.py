@@ -87,3 +87,28 @@ def test_restart_with_the_installed_build_leaves_an_agent_on_it_alone(
     docs = [json.loads(str(a["stdout"])) for a in answers]
     assert [d["current"] for d in docs] == [True, False, False]
     assert asked == ["restart", "restart"]
+
+
+def test_a_request_that_fails_is_answered_in_words(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file it cannot read, or a bug: status (and doctor, which asks it) hears a sentence,
+    never 'the kubetray agent failed: NewerFormat'."""
+    from app.formats import newer
+
+    core, _ = make_core(tmp_path)
+    service = Service(core.broker, core.get_credential, core.account, str(tmp_path / "sock"))
+    answers: list[dict[str, object]] = []
+    try:
+        refusal = newer("identities.json", 3, 2, "9.0.0")
+        monkeypatch.setattr(service, "status", lambda: (_ for _ in ()).throw(refusal))
+        service.handle({"op": "status"}, os.getpid(), answers.append, dict)
+        monkeypatch.setattr(service, "status", lambda: {}["missing"])
+        service.handle({"op": "status"}, os.getpid(), answers.append, dict)
+    finally:
+        core.stop()
+    said, bug = (str(a["stderr"]) for a in answers)
+    assert said == refusal.one_line() and "NewerFormat" not in said
+    assert bug.startswith("the kubetray agent could not answer: something it did not expect")
+    assert "(KeyError)" in bug and "has the details" in bug and "failed:" not in bug
+    assert [a["exit"] for a in answers] == [1, 1]
