@@ -41,7 +41,7 @@ def errors() -> list[AppError]:
     """Each problem as an error (message and hint), in the order of ``files``."""
     from app.settings import Settings
 
-    out: list[AppError] = directory_errors()
+    out: list[AppError] = [*directory_errors()]
     kept = files()
     for path, readable in kept:
         try:

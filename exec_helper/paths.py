@@ -200,10 +200,12 @@ def unusable_dir(kind: str, path: str, e: OSError) -> str:
 
 def _read_only(path: str) -> bool:
     """Is ``path`` on a file system mounted read-only (or one that takes no files, /sys)?"""
+    if sys.platform == "win32":
+        return False
     import os
 
     try:
         st = os.statvfs(path)
-    except (OSError, AttributeError):  # Windows has no statvfs
+    except OSError:
         return False
     return bool(st.f_flag & os.ST_RDONLY) or path == "/sys" or path.startswith("/sys/")
