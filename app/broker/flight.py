@@ -297,7 +297,11 @@ class Flights:
                 self._block(key, settings, f"failed: {e.message}")
             except Exception as e:
                 log.exception("login of %s failed", login.name)
-                login.error = AppError(f"the login to {login.name} failed: {type(e).__name__}")
+                login.error = AppError(
+                    f"the login to {login.name} stopped: something kubetray did not expect "
+                    f"went wrong ({type(e).__name__})",
+                    "the agent's log has the details; try again",
+                )
                 self._block(key, settings, "failed")
             finally:
                 with self._lock:
