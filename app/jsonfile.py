@@ -10,7 +10,6 @@ was, and status, doctor and kubectl say so until the person deletes it. One that
 at all (permissions, a directory in its place) raises ``Unreadable`` and is never written over.
 """
 
-import glob
 import json
 import logging
 import os
@@ -113,8 +112,16 @@ def keep_aside(path: str) -> str | None:
 def set_aside(paths: list[str]) -> list[tuple[str, str]]:
     """The set-aside copies of ``paths`` still there: (original, copy), oldest first."""
     out: list[tuple[str, str]] = []
+    listed: dict[str, list[str]] = {}  # one listing per directory, not one per file
     for path in paths:
-        out.extend((path, p) for p in sorted(glob.glob(glob.escape(path) + ASIDE + "*")))
+        where, name = os.path.split(path)
+        if where not in listed:
+            try:
+                listed[where] = sorted(n for n in os.listdir(where) if ASIDE in n)
+            except OSError:
+                listed[where] = []
+        prefix = name + ASIDE
+        out.extend((path, os.path.join(where, n)) for n in listed[where] if n.startswith(prefix))
     return out
 
 

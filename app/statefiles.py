@@ -43,9 +43,10 @@ def errors() -> list[AppError]:
 
     out: list[AppError] = [*directory_errors()]
     kept = files()
+    settings = Settings.path()
     for path, readable in kept:
         try:
-            if path == Settings.path():
+            if path == settings:
                 Settings.load()  # a person's file: refused, never set aside
                 continue
             doc = jsonfile.load(path)  # sets a damaged one aside
@@ -66,6 +67,8 @@ def directory_errors() -> list[UnusableDirectory]:
     """The config and state directories kubetray cannot use, each in one line."""
     out: list[UnusableDirectory] = []
     for kind, where in (("config", paths.config_dir()), ("state", paths.state_dir())):
+        if os.path.isdir(where) and os.access(where, os.W_OK | os.X_OK):
+            continue
         try:  # kubetray makes them when it first writes: making them now costs nothing
             os.makedirs(where, mode=0o700, exist_ok=True)
             if not os.access(where, os.W_OK | os.X_OK):

@@ -30,6 +30,9 @@ from exec_helper.exec_credential import ExecInfo, ExecInfoError
 
 log = logging.getLogger(__name__)
 
+FILES_LOOK_EVERY = 1.0
+"""Seconds between two looks at kubetray's files for kubectl's line (app/statefiles.py)."""
+
 REPEAT_WINDOW = 1.0
 """kubectl runs the helper again at once when it fails (discovery retries, 4-6 times): the
 same failure for the same kubectl within this many seconds is answered from memory, with the
@@ -124,6 +127,7 @@ class GetCredential:
         self._providers = broker.providers
         self._resolve_cached = functools.lru_cache(maxsize=64)(self._resolve_uncached)
         """kubectl sends the same arguments every time: resolved once (small keys only)."""
+        self._files_looked = -FILES_LOOK_EVERY
         self._told: set[str] = set()
         """Problems with kubetray's files already said to a caller (app.statefiles)."""
 
@@ -139,7 +143,12 @@ class GetCredential:
         return answer
 
     def _untold(self) -> list[str]:
-        """Problems with kubetray's files not yet said to a caller of this agent."""
+        """Problems with kubetray's files not yet said to a caller of this agent (looked for
+        at most once a second: a look costs a few hundred µs, a kubectl call ~12 ms)."""
+        now = time.monotonic()
+        if now - self._files_looked < FILES_LOOK_EVERY:
+            return []
+        self._files_looked = now
         try:
             problems = statefiles.problems()
         except Exception:  # a look at the files must never cost the answer
