@@ -402,6 +402,9 @@ class SettingsDialog(QDialog):
         form.addRow(self.notify_login)
         form.addRow(self.notify_expiring)
         form.addRow(self.notify_failures)
+        self.problem = _wrapped("")
+        self.problem.hide()
+        form.addRow(self.problem)
         form.addRow(
             _wrapped(
                 "SSH hosts that ask for tokens through a forward (kubetray ssh). Select one "
@@ -468,7 +471,12 @@ class SettingsDialog(QDialog):
         s.notify_expiring = self.notify_expiring.isChecked()
         s.notify_failures = self.notify_failures.isChecked()
         s.refresh_margin_seconds = self.margin.value()
-        s.save()
+        try:
+            s.save()  # refused over a settings.json it cannot use (edited meanwhile, newer)
+        except AppError as e:
+            self.problem.setText(_error_html(e))
+            self.problem.show()
+            return
         self._controller.apply_settings()
         # --at-login: the session starts it, often before the panel: it waits for the tray.
         autostart.set_enabled(s.start_at_login, installation.login_command())

@@ -73,3 +73,22 @@ def test_settings_is_wide_and_its_host_buttons_wait_for_a_selection(
     assert "No SSH host has asked yet." in d.remote.item(0).text()
     wrapped = [w for w in d.findChildren(QLabel) if "SSH hosts" in w.text()]
     assert wrapped and wrapped[0].wordWrap()
+
+
+def test_settings_are_not_saved_over_a_settings_file_kubetray_cannot_use(
+    qtbot, controller: TrayController, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """Edited by hand while the dialog was open: the dialog says which setting and stays."""
+    d = SettingsDialog(controller)
+    qtbot.add_widget(d)
+    d.show()
+    path = tmp_path / "config" / "settings.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text('{"notify_expiring": "no"}')
+    d.margin.setValue(600)
+    d.save()
+    assert d.isVisible() and d.result() != QDialog.DialogCode.Accepted
+    assert d.problem.isVisible()
+    shown = d.problem.text().replace("\u200b", "")  # break points in the long path
+    assert f'the setting notify_expiring in {path} is "no", not true or false' in shown
+    assert path.read_text() == '{"notify_expiring": "no"}'
