@@ -91,8 +91,9 @@ def unreadable(path: str, e: OSError) -> Unreadable:
 
 
 def keep_aside(path: str) -> str | None:
-    """Rename the unreadable ``path`` to ``NAME.unreadable-TIME``, keeping every byte (None if
-    another process did it first, or it cannot be renamed: then it stays and is not read)."""
+    """Rename the unreadable ``path`` to ``NAME.unreadable-TIME``, keeping every byte: the
+    copy's path, None if another process did it first; Unreadable if it cannot be renamed
+    (then it stays as it is and nothing is written over it)."""
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     aside = f"{path}{ASIDE}{stamp}"
     n = 1
