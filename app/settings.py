@@ -70,7 +70,8 @@ class Settings:
             if k in known and type(v) is not type(want):
                 raise BadSettings(
                     f"the setting {k} in {path} is {json.dumps(v)[:40]}, not {_KINDS[type(want)]}",
-                    f'set it to one (default: {json.dumps(want)}), or remove the line "{k}"',
+                    f"set it to {_KINDS[type(want)]} (default: {json.dumps(want)}), or remove "
+                    f'the line "{k}"',
                 )
         if doc.get("secret_store", "auto") not in STORES:
             raise BadSettings(
