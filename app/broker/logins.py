@@ -442,6 +442,10 @@ class Logins:
         what = f"the tokens of {st.identity.name}"
         session.tokens = TokenSet.from_bytes(data, what) if data else None
         session.loaded = True
+        said = st.login_needed  # by the agent before this one, of the tokens it then held
+        tokens = session.tokens
+        if said and tokens and not tokens.refresh_token and said[1] == tokens.issued_at.isoformat():
+            session.refused = said[0]
         self._schedule(st, session)
 
     def _keep(self, st: Entry, session: _Session, tokens: TokenSet | None) -> None:
@@ -825,6 +829,19 @@ class Logins:
         except OSError as e:
             log.warning("cannot remember the settings of %s: %s", st.identity.name, e)
 
+    def _note_login_needed(self, st: Entry, session: _Session | None) -> None:
+        """Remember in the index why ``st`` needs a login, as ``session`` says (None: it no
+        longer does), so that an agent started later says it too."""
+        why = None
+        if session is not None:
+            with session.lock:
+                if session.refused is not None and session.tokens is not None:
+                    why = (session.refused, session.tokens.issued_at.isoformat())
+        try:
+            self.registry.note_login_needed(st, why)
+        except OSError as e:
+            log.warning("cannot remember why %s needs a login: %s", st.identity.name, e)
+
     def _fresh(self, session: _Session) -> None:
         """A renewal or a login worked: no failure, backoff or refusal stands."""
         session.problem, session.failures, session.retry_at = None, 0, None
@@ -894,6 +911,7 @@ class Logins:
                 self._keep(st, session, tokens)
             self._save_pending(st, session)
             self._adopt(st, settings)
+            self._note_login_needed(st, None)
 
         self._flights.run(
             st.identity.key,
@@ -954,6 +972,7 @@ class Logins:
             self._fresh(session)
             self._keep(st, session, None)
             self._flights.unblock(st.identity.key)
+        self._note_login_needed(st, None)
         self._store.delete(store_key(st.identity))  # a failure is the caller's to hear
         with session.lock:
             if session.tokens is None:
@@ -1088,6 +1107,8 @@ class Logins:
         reached = fresh is not None or isinstance(error, RefreshFailed | RefreshRefused)
         self._provider_answered(settings.group, key, reached, None if reached else error)
         if told is not None:
+            if told[1]:
+                self._note_login_needed(st, session)
             for observer in self.observers:
                 observer.refresh_failed(st.identity.name, *told)
 
