@@ -879,10 +879,10 @@ class Logins:
         blocked = self._flights.blocked_reason(st.identity.key, now, settings)
         if blocked and not explicit:
             for observer in self.observers:
-                observer.login_required(name, blocked)
+                observer.login_required(name, f"the last login failed: {blocked}")
             raise LoginRequired(
-                f"login required for {name}",
-                f'the last login {blocked}; run "kubetray login {name}"',
+                f"login required for {name}, whose last login failed: {blocked}",
+                f'run "kubetray login {name}"',
             )
         browser = self._browser(settings.browser_command)
         if not self.desktop:
