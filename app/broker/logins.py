@@ -1024,6 +1024,8 @@ class Logins:
         tokens, settings = session.tokens, st.settings
         if tokens is not None and settings is not None and self._renews(session, tokens, settings):
             times.append(session.retry_at or self._due(session, tokens))
+            if session.wanted:  # a caller's renewal (a probe too) is not pushed back
+                times.append(self._clock())
         if times:
             group = settings.group if settings else ""
             self._scheduler.schedule(st.identity.key, min(times), group)
