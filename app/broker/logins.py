@@ -791,11 +791,12 @@ class Logins:
         with self._probing:
             probe = self._probes.get(group)
             asking = probe.started_at if probe and probe.running else None
-            if (
+            if (  # the provider's newer news, unless this identity's own problem is its own
                 probe
                 and probe.error
                 and probe.error_at
                 and (not seen_at or probe.error_at > seen_at)
+                and (problem is None or isinstance(problem, ProviderUnavailable))
             ):
                 problem = probe.error
             next_probe = (
