@@ -22,7 +22,7 @@ import sys
 import tempfile
 import threading
 import time
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -108,7 +108,7 @@ def _summary(
     found = re.search(r"tries again at (\d\d:\d\d:\d\d)", heard)
     if found and before:
         said = datetime.now().replace(microsecond=0)
-        said -= _seconds(time.monotonic() - before[-1][0])
+        said -= timedelta(seconds=time.monotonic() - before[-1][0])
         at = datetime.combine(said.date(), datetime.strptime(found[1], "%H:%M:%S").time())
         stale = round((at - said).total_seconds())
     return {
@@ -117,12 +117,6 @@ def _summary(
         "last_line": heard[-200:],
         "retry_ahead_s": stale,
     }
-
-
-def _seconds(n: float) -> Any:
-    from datetime import timedelta
-
-    return timedelta(seconds=n)
 
 
 def main() -> int:
