@@ -12,6 +12,9 @@ agent learns from discovery points back here. Faults:
 * ``lost``: the provider answers, the proxy drops the connection: the answer never arrives.
 * ``untrusted``: TLS with a certificate from a CA the agent does not trust.
 
+Apart from the mode, ``slow_gets`` holds every GET (discovery, the keys) that many seconds
+before it goes on (a provider slow to serve its documents).
+
 ``on_request(form)`` runs when a token request arrives, before it goes on; ``on_answer(form)``
 right after the token answer left for the agent (the moments a test kills the agent).
 ``refreshes`` records each refresh request's monotonic time, ``forms`` every token request,
@@ -45,6 +48,7 @@ class FaultProxy:
         self.upstream = ""
         self._mode = "ok"
         self.slow_seconds = 20.0
+        self.slow_gets = 0.0
         self.on_request: Callable[[dict[str, str]], None] | None = None
         self.on_answer: Callable[[dict[str, str]], None] | None = None
         self.forms: list[dict[str, str]] = []
@@ -147,6 +151,9 @@ class FaultProxy:
             if self.on_request is not None:
                 self.on_request(form)
         mode = self._mode
+        if method == "GET" and self.slow_gets:
+            self._count("slow-get")
+            time.sleep(self.slow_gets)
         if token and mode == "5xx":
             self._count("5xx")
             _write(conn, 503, [("Content-Type", "text/plain")], b"Service Unavailable")

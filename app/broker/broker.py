@@ -16,10 +16,11 @@ from datetime import UTC, datetime
 
 from app.broker.consent import Consent
 from app.broker.flight import Conversation
-from app.broker.logins import Logins, SessionView
+from app.broker.logins import Logins, SessionView, at
 from app.broker.registry import Entry, Registry
 from app.errors import AppError, CredentialError, UsageError
 from app.model import STORED, CallRecord, ContextUse, Credential, IdentityStatus, State
+from app.oidc.errors import clock_words
 from app.oidc.tokens import MIN_MARGIN, TokenSet, handed_out_expiry
 from app.providers.base import Settings, Token, TokensRefused, Wanted
 from app.static_credentials import StoredCredential, StoredCredentials, StoredInfo
@@ -331,7 +332,8 @@ class Broker:
             token=token,
             expires=expires,
             subject=tokens.who(),
-            warning=self.logins.warning(st, tokens),
+            warning=self.logins.warning(st, tokens)
+            or _behind(st.identity.name, tokens, token, self._clock()),
         )
 
     def _stored_credential(self, st: Entry, usage: _Usage, skip_cache: bool) -> Credential:
@@ -516,6 +518,24 @@ class Broker:
             store_error=session.store_error,
             retry_at=session.retry_at.isoformat() if session.retry_at else None,
         )
+
+
+def _behind(name: str, tokens: TokenSet, token: str, now: datetime) -> str | None:
+    """What kubectl hears when the id_token it is served has passed its exp on this machine's
+    clock: the provider's clock is behind by more than the token's life, less the leeway its
+    check allows. kubetray serves it all the same, for as long as the provider meant it to
+    live, measured here (a cluster on the provider's time takes it); a cluster on this
+    machine's time refuses it, and only the provider's clock set right helps."""
+    exp, iat = tokens.claims.get("exp"), tokens.claims.get("iat")
+    if token != tokens.id_token or not isinstance(exp, int | float) or exp > now.timestamp():
+        return None
+    offset = iat - tokens.issued_at.timestamp() if isinstance(iat, int | float) else 0.0
+    behind = f"the provider's clock is {clock_words(offset)} this machine's, so " if offset else ""
+    ended = datetime.fromtimestamp(exp, UTC)
+    return (
+        f"{behind}the id_token of {name} expired at {at(ended)} by this machine's clock; a "
+        "cluster on this machine's time refuses it: have the provider's clock set right"
+    )
 
 
 def _stored_state(

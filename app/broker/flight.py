@@ -245,7 +245,8 @@ class Flights:
     def blocked_reason(
         self, key: str, now: datetime, settings: "Settings | None" = None
     ) -> str | None:
-        """Why a new login for ``key`` would not start now (a recent failure), or None.
+        """Why a new login for ``key`` would not start now: why the last one failed (a recent
+        failure), or None.
 
         A failure blocks only callers that reach the provider the same way: a kubeconfig with
         the right CA is not held back by one without it. No ``settings``: any block (status).
@@ -294,7 +295,7 @@ class Flights:
                 login.show(f"Logged in to {login.name} as {tokens.who()}.")
             except AppError as e:
                 login.error = login.error or e  # abort() has told the callers already
-                self._block(key, settings, f"failed: {e.message}")
+                self._block(key, settings, e.message)
             except Exception as e:
                 log.exception("login of %s failed", login.name)
                 login.error = AppError(
@@ -302,7 +303,7 @@ class Flights:
                     f"went wrong ({type(e).__name__})",
                     "the agent's log has the details; try again",
                 )
-                self._block(key, settings, "failed")
+                self._block(key, settings, login.error.message)
             finally:
                 with self._lock:
                     if self._logins.get(key) is login:

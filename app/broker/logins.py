@@ -81,6 +81,10 @@ STOP_WAIT = 10.0
 """Seconds stop() waits for refreshes in flight and for unsaved tokens."""
 MAX_CLIENTS = 8
 """Provider clients kept per identity (one per way of reaching the provider)."""
+PROBE_EVERY = 3.0
+"""Seconds between two probes of one provider (see _Probe)."""
+PROBE_WAIT = 10.0
+"""Seconds a caller waits for a probe's answer (a provider that hangs is said to hang)."""
 
 
 @dataclass(eq=False)
@@ -113,6 +117,10 @@ class _Session:
     """No renewal before this (backoff after a failure)."""
     problem: AppError | None = None
     """Why the last renewal failed, until one works."""
+    failed_at: datetime | None = None
+    """When ``problem`` was seen."""
+    probe: bool = False
+    """The renewal asked for is a probe (see _Probe): it runs despite the backoff."""
     refused: str | None = None
     """The provider refused the refresh token: why, in a person's words; a login clears it."""
     unsure: tuple[str, datetime] | None = None
@@ -128,6 +136,41 @@ class _Session:
     store_error: AppError | None = None
     save_failures: int = 0
     save_at: datetime | None = None
+
+
+@dataclass(eq=False)
+class _Probe:
+    """What kubetray knows of one provider (a ``Settings.group``) while its identities back
+    off: a kubectl call whose token is unusable does not wait for its identity's backoff but
+    asks the provider at once (a probe: that identity's renewal), one probe at a time and one
+    every PROBE_EVERY s for the whole provider; callers of its other identities wait for that
+    probe's outcome instead of starting their own. A renewal that reaches the provider ends
+    every backoff of its identities (they retry at once). Guarded by ``Logins._probing``."""
+
+    running: str | None = None
+    """The identity whose probe is in flight."""
+    started: float = float("-inf")
+    """When the last probe started (monotonic)."""
+    started_at: datetime | None = None
+    """The same, on the wall clock (what people are told)."""
+    ended: int = 0
+    """Probes ended (waiters wait for it to move)."""
+    error: AppError | None = None
+    """The newest failure of any renewal of this provider, until one reaches it."""
+    error_at: datetime | None = None
+    failing: bool = False
+    """A renewal failed since the provider last answered: identities may be backing off."""
+
+
+@dataclass(frozen=True)
+class _Await:
+    """What a caller whose token is unusable waits for: its identity's renewal after
+    ``seen``, or first ``probe`` (another identity's probe of the provider) to end."""
+
+    seen: int
+    wait: float = 0.0
+    """Seconds the caller waits for that renewal."""
+    probe: tuple[_Probe, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -214,6 +257,9 @@ class Logins:
         self._sessions: dict[str, _Session] = {}
         self._flights = Flights(clock)
         self._scheduler = RefreshScheduler(clock, self._renew_job)
+        self._probing = threading.Condition()
+        self._probes: dict[str, _Probe] = {}
+        """By provider (Settings.group)."""
 
     def start(self) -> None:
         """Start refreshing ahead, and read every known identity's tokens on a worker thread
@@ -396,6 +442,10 @@ class Logins:
         what = f"the tokens of {st.identity.name}"
         session.tokens = TokenSet.from_bytes(data, what) if data else None
         session.loaded = True
+        said = st.login_needed  # by the agent before this one, of the tokens it then held
+        tokens = session.tokens
+        if said and tokens and not tokens.refresh_token and said[1] == tokens.issued_at.isoformat():
+            session.refused = said[0]
         self._schedule(st, session)
 
     def _keep(self, st: Entry, session: _Session, tokens: TokenSet | None) -> None:
@@ -506,7 +556,7 @@ class Logins:
             return tokens  # the hot path: no lock
         why: str | None = None
         fetched: TokenSet | None = None
-        renewing, seen = False, 0
+        waiting: _Await | None = None
         with session.lock:
             self._load(st, session)
             now = self._clock()
@@ -519,8 +569,7 @@ class Logins:
                 if tokens.expires_at > now and not refresh:
                     self._renew(st, session, settings, now, wait=False)
                     return tokens  # still valid: renewed behind the caller's back
-                seen = self._renew(st, session, settings, now, wait=True)
-                renewing = True
+                waiting = self._renew(st, session, settings, now, wait=True)
             elif tokens and tokens.expires_at > now and not (refresh or relogin):
                 return tokens  # nothing renews it ahead of time: use it while it lasts
             else:
@@ -528,9 +577,13 @@ class Logins:
         if fetched is not None:
             self._save_pending(st, session)
             return fetched
-        if renewing:
-            assert tokens is not None
-            renewed = self._await_renewal(st, session, seen, conv, tokens if refresh else None)
+        if waiting is not None:
+            rejected = tokens if refresh else None
+            renewed: TokenSet | _Await | None = waiting
+            if waiting.probe is not None:  # another identity asks the provider: its outcome
+                renewed = self._after_probe(st, session, settings, waiting.probe, conv, rejected)
+            if isinstance(renewed, _Await):
+                renewed = self._await_renewal(st, session, renewed, conv, rejected)
             if renewed is not None:
                 return renewed
             why = session.refused  # refused meanwhile: only a login helps now
@@ -558,39 +611,151 @@ class Logins:
         return session.refused is None and self.providers.of(settings).renewable(settings, tokens)
 
     def _renew(
-        self, st: Entry, session: _Session, settings: Settings, now: datetime, wait: bool
-    ) -> int:
+        self,
+        st: Entry,
+        session: _Session,
+        settings: Settings,
+        now: datetime,
+        wait: bool,
+        join: bool = True,
+    ) -> _Await:
         """Have the tokens of ``st`` renewed now (caller holds the session's lock): joins the
-        renewal in flight, else starts one, unless a failure's backoff runs, which a caller
-        that must ``wait`` hears at once. Returns the renewals ended so far (to wait past)."""
+        renewal in flight, else starts one. While a failure's backoff runs, a caller that must
+        ``wait`` (its token is unusable) probes the provider instead (see _Probe), or waits
+        for the probe another identity of the provider has in flight (``join``), or hears at
+        once what the provider's last probe met. What to wait for is returned."""
         if session.refreshing:
-            return session.attempts
+            return _Await(session.attempts, PROBE_WAIT if session.probe else CALLER_WAIT)
         if session.retry_at is not None and now < session.retry_at:
-            if wait:
+            if not wait:
+                return _Await(session.attempts)
+            probe = self._claim_probe(settings.group, st.identity.key, now)
+            if probe is None or (not join and probe is not True):
                 raise self._failing(st, session, now)
-            return session.attempts
+            if isinstance(probe, tuple):
+                return _Await(session.attempts, PROBE_WAIT, probe)
+            session.probe = True
+            log.info("%s: asking its provider now (a caller's token is unusable)", st.identity.name)
         session.wanted = True
         session.renew_with = settings
+        self._run_soon(st.identity.key, settings.group)
+        return _Await(session.attempts, PROBE_WAIT if session.probe else CALLER_WAIT)
+
+    def _run_soon(self, key: str, group: str) -> None:
+        """Run the renewal job of ``key`` now, on the scheduler's workers."""
         if self._scheduler.running:
-            self._scheduler.schedule(st.identity.key, now, settings.group)
+            self._scheduler.schedule(key, self._clock(), group)
         else:  # a core nobody started (tests, one-shot commands): a thread of its own
-            key = st.identity.key
             threading.Thread(target=self._renew_job, args=(key,), daemon=True).start()
-        return session.attempts
+
+    # -- probes: a provider that comes back is used at once (see _Probe) --------------------
+
+    def _claim_probe(self, group: str, key: str, now: datetime) -> bool | tuple[_Probe, int] | None:
+        """True: ``key`` probes ``group`` now. (probe, ended): another identity's probe is in
+        flight, to wait past. None: a probe has just ended (its outcome is the news)."""
+        with self._probing:
+            probe = self._probes.setdefault(group, _Probe())
+            if probe.running == key:
+                return True
+            if probe.running is not None:
+                return probe, probe.ended
+            if time.monotonic() - probe.started < PROBE_EVERY:
+                return None
+            probe.running, probe.started, probe.started_at = key, time.monotonic(), now
+            return True
+
+    def _await_probe(self, probe: _Probe, ended: int, conv: Conversation) -> None:
+        """Wait (PROBE_WAIT at most, keeping the caller's connection alive) for ``probe`` to
+        end after ``ended``."""
+        deadline = time.monotonic() + PROBE_WAIT
+        while True:
+            with self._probing:
+                left = deadline - time.monotonic()
+                if probe.ended > ended or probe.running is None or left <= 0:
+                    return
+                self._probing.wait(min(left, KEEPALIVE))
+                if probe.ended > ended:
+                    return
+            conv.keepalive()
+
+    def _after_probe(
+        self,
+        st: Entry,
+        session: _Session,
+        settings: Settings,
+        probe: tuple[_Probe, int],
+        conv: Conversation,
+        rejected: TokenSet | None,
+    ) -> TokenSet | _Await | None:
+        """Another identity's probe of the provider ended (or took too long): tokens renewed
+        meanwhile, or the renewal to wait for (the probe reached the provider, so this one's
+        backoff ended), or None when only a login helps; else why not (RenewalFailed)."""
+        self._await_probe(*probe, conv)
+        with session.lock:
+            now = self._clock()
+            tokens = session.tokens
+            if tokens and tokens.expires_at > now and tokens is not rejected:
+                return tokens
+            if tokens is None or not self._renews(session, tokens, settings):
+                return None
+            return self._renew(st, session, settings, now, wait=True, join=False)
+
+    def _provider_answered(
+        self, group: str, key: str, reached: bool, error: AppError | None
+    ) -> None:
+        """A renewal of ``key`` ended: ``reached`` the provider (whatever it said), or failed
+        with ``error`` before it could. A provider that answers again ends the backoff of
+        every identity of it; a probe in flight by ``key`` has ended."""
+        wake = False
+        with self._probing:
+            probe = self._probes.get(group)
+            if probe is None:
+                if reached or error is None:
+                    return  # nothing failing to remember
+                probe = self._probes[group] = _Probe()
+            if reached:
+                wake, probe.failing, probe.error, probe.error_at = probe.failing, False, None, None
+            elif error is not None:
+                probe.failing, probe.error, probe.error_at = True, error, self._clock()
+            if probe.running == key:
+                probe.running = None
+                probe.ended += 1
+                self._probing.notify_all()
+        if wake:
+            self._retry_group(group, key)
+
+    def _retry_group(self, group: str, reached: str) -> None:
+        """The provider of ``group`` answered (a renewal of ``reached``): every identity of it
+        that backs off tries again now."""
+        with self._lock:
+            sessions = list(self._sessions.items())
+        for key, session in sessions:
+            st = self.registry.get(key)
+            if key == reached or st is None or st.settings is None or st.settings.group != group:
+                continue
+            with session.lock:
+                if session.retry_at is None or session.refreshing or session.tokens is None:
+                    continue
+                session.retry_at = None
+                session.wanted = True
+            log.info("%s: its provider answers again; refreshing now", st.identity.name)
+            self._run_soon(key, group)
 
     def _await_renewal(
         self,
         st: Entry,
         session: _Session,
-        seen: int,
+        waiting: _Await,
         conv: Conversation,
         rejected: TokenSet | None,
     ) -> TokenSet | None:
-        """Wait (CALLER_WAIT at most, keeping the caller's connection alive) for the renewal
-        after ``seen``: its tokens, or None when the provider refused the refresh token (a
-        login is next); else the reason it failed, as one line (RenewalFailed).
-        ``rejected``: the tokens a cluster refused (a 401), which are no answer."""
-        deadline = time.monotonic() + CALLER_WAIT
+        """Wait (``waiting.wait`` s at most, keeping the caller's connection alive) for the
+        renewal after ``waiting.seen``: its tokens, or None when the provider refused the
+        refresh token (a login is next); else the reason it failed, as one line
+        (RenewalFailed). ``rejected``: the tokens a cluster refused (a 401), which are no
+        answer."""
+        seen = waiting.seen
+        deadline = time.monotonic() + waiting.wait
         while True:
             with session.done:
                 left = deadline - time.monotonic()
@@ -610,28 +775,52 @@ class Logins:
             if session.attempts <= seen:  # still in flight
                 raise RenewalFailed(
                     f"cannot refresh {st.identity.name}: the provider has not answered the "
-                    f"refresh in {CALLER_WAIT:.0f} s",
+                    f"refresh in {waiting.wait:.0f} s",
                     "kubetray keeps waiting for its answer: try again in a moment",
                     session.problem,
                 )
             raise self._failing(st, session, now)
 
     def _failing(self, st: Entry, session: _Session, now: datetime) -> RenewalFailed:
-        """Why ``st`` has no valid token now: the renewal's failure and when it is tried again."""
+        """Why ``st`` has no valid token now: the newest failure seen with its provider (this
+        identity's, or a probe's by another of the provider's identities), or the probe still
+        waiting for an answer, and when kubetray asks again."""
         tokens = session.tokens
-        problem = session.problem
+        problem, seen_at = session.problem, session.failed_at
+        group = st.settings.group if st.settings else ""
+        with self._probing:
+            probe = self._probes.get(group)
+            asking = probe.started_at if probe and probe.running else None
+            if (  # the provider's newer news, unless this identity's own problem is its own
+                probe
+                and probe.error
+                and probe.error_at
+                and (not seen_at or probe.error_at > seen_at)
+                and (problem is None or isinstance(problem, ProviderUnavailable))
+            ):
+                problem = probe.error
+            next_probe = (
+                probe.started_at + timedelta(seconds=PROBE_EVERY)
+                if probe and probe.started_at
+                else None
+            )
         if tokens is not None and tokens.expires_at <= now:
             state = f"its token expired at {at(tokens.expires_at)}"
         else:
             state = "its token was refused"
-        retry = session.retry_at
-        later = f"; kubetray tries again at {at(retry)}" if retry and retry > now else ""
+        if asking is not None:
+            return RenewalFailed(
+                f"cannot refresh {st.identity.name} ({state}): its provider has not answered "
+                f"kubetray's request of {at(asking)} yet",
+                "kubetray keeps waiting for the answer: try again in a moment",
+                problem,
+            )
+        retry = min((t for t in (session.retry_at, next_probe) if t is not None), default=now)
         message = problem.message if problem else "the last refresh failed"
-        hint = problem.hint if problem else None
+        hint = _without_retry(problem.hint if problem else None) or "see kubetray status"
+        later = f"; kubetray tries again at {at(retry)}" if retry > now else ""
         return RenewalFailed(
-            f"cannot refresh {st.identity.name} ({state}): {message}",
-            (hint or "see kubetray status") + later,
-            problem,
+            f"cannot refresh {st.identity.name} ({state}): {message}", hint + later, problem
         )
 
     def _adopt(self, st: Entry, settings: Settings) -> None:
@@ -641,9 +830,23 @@ class Logins:
         except OSError as e:
             log.warning("cannot remember the settings of %s: %s", st.identity.name, e)
 
+    def _note_login_needed(self, st: Entry, session: _Session | None) -> None:
+        """Remember in the index why ``st`` needs a login, as ``session`` says (None: it no
+        longer does), so that an agent started later says it too."""
+        why = None
+        if session is not None:
+            with session.lock:
+                if session.refused is not None and session.tokens is not None:
+                    why = (session.refused, session.tokens.issued_at.isoformat())
+        try:
+            self.registry.note_login_needed(st, why)
+        except OSError as e:
+            log.warning("cannot remember why %s needs a login: %s", st.identity.name, e)
+
     def _fresh(self, session: _Session) -> None:
         """A renewal or a login worked: no failure, backoff or refusal stands."""
         session.problem, session.failures, session.retry_at = None, 0, None
+        session.failed_at = None
         session.refused, session.unsure = None, None
 
     def account_choice(self, st: Entry) -> dict[str, str]:
@@ -677,10 +880,10 @@ class Logins:
         blocked = self._flights.blocked_reason(st.identity.key, now, settings)
         if blocked and not explicit:
             for observer in self.observers:
-                observer.login_required(name, blocked)
+                observer.login_required(name, f"the last login failed: {blocked}")
             raise LoginRequired(
-                f"login required for {name}",
-                f'the last login {blocked}; run "kubetray login {name}"',
+                f"login required for {name}, whose last login failed: {blocked}",
+                f'run "kubetray login {name}"',
             )
         browser = self._browser(settings.browser_command)
         if not self.desktop:
@@ -709,6 +912,7 @@ class Logins:
                 self._keep(st, session, tokens)
             self._save_pending(st, session)
             self._adopt(st, settings)
+            self._note_login_needed(st, None)
 
         self._flights.run(
             st.identity.key,
@@ -769,6 +973,7 @@ class Logins:
             self._fresh(session)
             self._keep(st, session, None)
             self._flights.unblock(st.identity.key)
+        self._note_login_needed(st, None)
         self._store.delete(store_key(st.identity))  # a failure is the caller's to hear
         with session.lock:
             if session.tokens is None:
@@ -820,6 +1025,8 @@ class Logins:
         tokens, settings = session.tokens, st.settings
         if tokens is not None and settings is not None and self._renews(session, tokens, settings):
             times.append(session.retry_at or self._due(session, tokens))
+            if session.wanted:  # a caller's renewal (a probe too) is not pushed back
+                times.append(self._clock())
         if times:
             group = settings.group if settings else ""
             self._scheduler.schedule(st.identity.key, min(times), group)
@@ -849,17 +1056,23 @@ class Logins:
             settings = session.renew_with or st.settings
             now = self._clock()
             wanted, session.wanted, session.renew_with = session.wanted, False, None
+            probe = session.probe and not session.refreshing
+            generation = session.generation
             if (
                 tokens is None
                 or session.refreshing
                 or not self._renews(session, tokens, settings)
-                or (session.retry_at is not None and now < session.retry_at)
+                or (session.retry_at is not None and now < session.retry_at and not probe)
                 or (not wanted and session.retry_at is None and now < self._earliest(tokens))
             ):
                 self._schedule(st, session)
-                return  # nothing to do now (another plan holds)
-            session.refreshing = True
-            generation = session.generation
+                skipped = True
+            else:
+                session.refreshing, skipped = True, False
+            session.probe = False
+        if skipped or tokens is None:
+            self._provider_answered(settings.group, key, False, None)  # a probe: not asked
+            return  # nothing to do now (another plan holds)
         fresh: TokenSet | None = None
         error: AppError | None = None
         try:
@@ -894,7 +1107,11 @@ class Logins:
             with session.done:
                 session.attempts += 1
                 session.done.notify_all()
+        reached = fresh is not None or isinstance(error, RefreshFailed | RefreshRefused)
+        self._provider_answered(settings.group, key, reached, None if reached else error)
         if told is not None:
+            if told[1]:
+                self._note_login_needed(st, session)
             for observer in self.observers:
                 observer.refresh_failed(st.identity.name, *told)
 
@@ -928,7 +1145,7 @@ class Logins:
         if isinstance(error, ProviderUnavailable) and error.unsure and not answered:
             session.unsure = (sent.refresh_token or "", now)
         session.failures += 1
-        session.problem = error
+        session.problem, session.failed_at = error, now
         session.retry_at = now + _backoff(session.failures, RETRY_FIRST, RETRY_MAX)
         self._schedule(st, session)
         log.warning(
@@ -943,6 +1160,15 @@ class Logins:
     def _earliest(self, tokens: TokenSet) -> datetime:
         """The earliest refresh-ahead time ``_due`` can give ``tokens``."""
         return tokens.refresh_due(self.margin) - _spread(tokens, self.margin)
+
+
+def _without_retry(hint: str | None) -> str | None:
+    """``hint`` without its own "kubetray tries again" (the caller says when it does)."""
+    if hint is None:
+        return None
+    for tail in ("; kubetray tries again meanwhile", "; kubetray tries again"):
+        hint = hint.removesuffix(tail)
+    return None if hint in ("kubetray tries again", "kubetray tries again meanwhile") else hint
 
 
 def _spread(tokens: TokenSet, floor: timedelta) -> timedelta:

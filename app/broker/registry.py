@@ -27,7 +27,11 @@ INDEX_VERSION = 2
 """identities.json's format (app/formats.py): 1 was the first round's {name: entry} map. An
 entry is ``{"name", "chosen", "settings"}`` for an OIDC identity (as the first rounds wrote
 it), ``{"name", "chosen", "kind", "config"}`` for another provider's: a kubetray that knows no
-such kind finds no ``settings`` in it, keeps it as it is and writes it back."""
+such kind finds no ``settings`` in it, keeps it as it is and writes it back. An entry whose
+login is needed because the provider refused its refresh token also has ``"login_needed":
+{"reason", "tokens"}`` (why, and the ``issued_at`` of the tokens it was said of): a kubetray
+before it keeps that field and writes it back, so it counts only while those tokens are the
+identity's."""
 
 
 @dataclass(eq=False)
@@ -54,6 +58,9 @@ class Entry:
     does not know: written back as it was."""
     new: bool = False
     """A request of this run made it (it was not in the index): ``discard`` may take it back."""
+    login_needed: tuple[str, str] | None = None
+    """Why it needs a login (the provider refused its refresh token), and the ``issued_at``
+    of the tokens that was said of: it outlives the agent (see INDEX_VERSION)."""
 
 
 class Registry:
@@ -162,6 +169,15 @@ class Registry:
                 st.settings = settings
                 self._save_index()
 
+    def note_login_needed(self, st: Entry, why: tuple[str, str] | None) -> None:
+        """Remember why ``st`` needs a login (see Entry.login_needed), or that it no longer
+        does (None); the index is written on change."""
+        with self._lock:
+            if st.login_needed != why:
+                st.login_needed = why
+                if st.settings is not None:
+                    self._save_index()
+
     def discard(self, key: str) -> None:
         """Take back an identity a request of this run made (the broker decides when: it
         never served and nobody waits on it), out of the index too. Identities read from the
@@ -234,7 +250,9 @@ class Registry:
                 taken.add(identity.name)
                 legacy = raw_key if raw_key != key else None
                 kept = _unknown_of_entry(doc, raw_key, raw, settings)
-                self._states[key] = Entry(identity, settings, legacy, chosen, kept or None)
+                entry = Entry(identity, settings, legacy, chosen, kept or None)
+                entry.login_needed = _login_needed(_raw_entry(doc, raw_key))
+                self._states[key] = entry
 
     def _save_index(self) -> None:
         """Write the login identities' names and non-secret settings (caller holds the lock);
@@ -255,6 +273,9 @@ class Registry:
                 entry["kind"] = st.settings.kind
             entry[section] = settings
             entry["chosen"] = st.chosen
+            if st.login_needed is not None:
+                reason, tokens = st.login_needed
+                entry[LOGIN_NEEDED] = {"reason": reason, "tokens": tokens}
             out[st.identity.key] = entry
         doc = {**(self._kept.get("top") or {}), "identities": out}
         jsonfile.save(self._index_path, formats.stamped(doc, INDEX_VERSION))
@@ -263,6 +284,19 @@ class Registry:
 def _section(kind: str) -> str:
     """Where an entry holds its settings: ``settings`` (OIDC, as ever) or ``config``."""
     return "settings" if kind == OIDC else "config"
+
+
+LOGIN_NEEDED = "login_needed"
+
+
+def _login_needed(entry: object) -> tuple[str, str] | None:
+    """An index entry's ``login_needed`` (None when it has none, or not in this form)."""
+    field = entry.get(LOGIN_NEEDED) if isinstance(entry, dict) else None
+    if isinstance(field, dict):
+        reason, tokens = field.get("reason"), field.get("tokens")
+        if isinstance(reason, str) and reason and isinstance(tokens, str):
+            return reason, tokens
+    return None
 
 
 def _raw_entry(doc: object, key: str) -> Any:
@@ -280,7 +314,8 @@ def _unknown_of_entry(
     if not isinstance(entry, dict):
         return {}
     section = _section(settings.kind)
-    out = {k: v for k, v in entry.items() if k not in ("name", "kind", section, "chosen")}
+    mine = ("name", "kind", section, "chosen", LOGIN_NEEDED)
+    out = {k: v for k, v in entry.items() if k not in mine}
     known = set(settings.to_index()) | set(getattr(settings, "SECRETS", ()))
     extra_settings = {k: v for k, v in raw.items() if k not in known}
     if extra_settings:

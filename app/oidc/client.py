@@ -44,6 +44,12 @@ REFRESH_TIMEOUT = 120.0
 background, so nobody waits on them; giving up early would lose an answer the provider may
 already have sent, with the refresh token it rotated (and a strict provider then revokes the
 grant when the old one is presented again)."""
+KEPT_CLAIMS = (
+    *("sub", "email", "name", "groups", "preferred_username", "iss", "client_id"),
+    *("exp", "iat"),
+)
+"""Claims a token set keeps: who it is, and the id_token's times on the provider's clock
+(app.broker says when its exp has passed here)."""
 UNSURE_STATUS = (502, 504)
 """Gateway answers: the provider behind may have done the request."""
 
@@ -94,6 +100,23 @@ def _unreachable(e: TransportError, url: str) -> LoginError:
         reason, ConnectionRefusedError
     )  # the request may have gone out before the connection failed
     return ProviderUnavailable(message, hint, unsure=e.status in UNSURE_STATUS or sent)
+
+
+def _left(deadline: float | None) -> float:
+    """Seconds a request may take: what is left of ``deadline`` (monotonic; a second at
+    least, so the last request still gets its chance), or TIMEOUT without one."""
+    return TIMEOUT if deadline is None else max(deadline - time.monotonic(), 1.0)
+
+
+def _lifetime(claims: dict[str, Any], now: datetime) -> timedelta:
+    """How long an id_token lives, from its own times (exp less iat, both on the provider's
+    clock): its end is then measured on this machine's clock from the moment it arrived, so a
+    provider whose clock is off never makes tokens look short-lived (refreshed nonstop) or
+    long-lived. Without an iat: until its exp, as this machine's clock reads it."""
+    exp, iat = float(claims["exp"]), claims.get("iat")
+    if isinstance(iat, int | float) and exp > iat:
+        return timedelta(seconds=exp - iat)
+    return datetime.fromtimestamp(exp, UTC) - now
 
 
 def _error_text(e: OAuthError) -> str:
@@ -160,16 +183,21 @@ class OIDCClient:
             **kwargs,
         )
 
-    def _get_json(self, url: str) -> dict[str, Any]:
-        return self._get(url)[0]
+    def _get_json(self, url: str, deadline: float | None = None) -> dict[str, Any]:
+        return self._get(url, deadline)[0]
 
-    def _get(self, url: str) -> tuple[dict[str, Any], str | None]:
+    def _get(self, url: str, deadline: float | None = None) -> tuple[dict[str, Any], str | None]:
+        """A provider's document (discovery, keys). ``deadline``: the one of the request it
+        is part of (a refresh's), instead of a timeout of its own."""
         try:
-            response = self._transport().get(url, timeout=TIMEOUT)
+            response = self._transport().get(url, timeout=_left(deadline))
             response.raise_for_status()
             doc = response.json()
         except TransportError as e:
-            raise _unreachable(e, url) from None
+            error = _unreachable(e, url)
+            if isinstance(error, ProviderUnavailable):  # a GET: no refresh token went out
+                error.unsure = False
+            raise error from None
         except ValueError:
             raise LoginError(f"{url} did not return JSON", explain.NOT_JSON) from None
         if not isinstance(doc, dict):
@@ -186,12 +214,12 @@ class OIDCClient:
         except (TypeError, ValueError):
             return None
 
-    def metadata(self) -> Metadata:
-        """The provider's discovery document (fetched once)."""
+    def metadata(self, deadline: float | None = None) -> Metadata:
+        """The provider's discovery document (fetched once; ``deadline``: see _get)."""
         with self._lock:
             if self._metadata is not None:
                 return self._metadata
-        doc = self._get_json(self.settings.issuer + "/.well-known/openid-configuration")
+        doc = self._get_json(self.settings.issuer + "/.well-known/openid-configuration", deadline)
         if normalize_issuer(str(doc.get("issuer", ""))) != self.settings.issuer:
             raise LoginError(
                 f"the provider says its issuer is {doc.get('issuer')!r}, not "
@@ -245,30 +273,34 @@ class OIDCClient:
             return {}
         return {k: doc[k] for k in keys if k in doc}
 
-    def _key_set(self, refetch: bool = False) -> "KeySet":
+    def _key_set(self, refetch: bool = False, deadline: float | None = None) -> "KeySet":
         from app.oidc import idtoken  # joserfc (≈2 MB): only once an id_token is verified
 
         with self._lock:
             if self._keys is not None and not refetch:
                 return self._keys
-        keys = idtoken.import_key_set(self._get_json(self.metadata().jwks_uri))
+        keys = idtoken.import_key_set(self._get_json(self.metadata(deadline).jwks_uri, deadline))
         with self._lock:
             self._keys = keys
         return keys
 
     # -- id_token ---------------------------------------------------------------------------
 
-    def verify_id_token(self, id_token: str, nonce: str | None = None) -> dict[str, Any]:
-        """Claims of a valid id_token: signed by the provider, for us, current, our nonce."""
+    def verify_id_token(
+        self, id_token: str, nonce: str | None = None, deadline: float | None = None
+    ) -> dict[str, Any]:
+        """Claims of a valid id_token: signed by the provider, for us, current, our nonce.
+        ``deadline``: the request's it is part of, for fetching the keys (see _get)."""
         from app.oidc import idtoken
 
-        meta = self.metadata()
+        meta = self.metadata(deadline)
         algorithms = [a for a in meta.id_token_signing_alg_values_supported if a != "none"]
         try:
             try:
-                claims = idtoken.verify(id_token, self._key_set(), algorithms)
+                claims = idtoken.verify(id_token, self._key_set(deadline=deadline), algorithms)
             except idtoken.IdTokenError:  # the provider may have rotated its keys: fetch once more
-                claims = idtoken.verify(id_token, self._key_set(refetch=True), algorithms)
+                keys = self._key_set(refetch=True, deadline=deadline)
+                claims = idtoken.verify(id_token, keys, algorithms)
         except idtoken.IdTokenError as e:
             raise LoginError(f"the id_token's signature does not verify: {e}") from None
         now = self._clock().timestamp()
@@ -303,10 +335,12 @@ class OIDCClient:
             raise LoginError("the provider's id_token is not acceptable: " + "; ".join(problems))
         return claims
 
-    def _token_set(self, response: dict[str, Any], nonce: str | None) -> TokenSet:
+    def _token_set(
+        self, response: dict[str, Any], nonce: str | None, deadline: float | None = None
+    ) -> TokenSet:
         now = self._clock()
         id_token = response.get("id_token")
-        claims = self.verify_id_token(id_token, nonce) if id_token else {}
+        claims = self.verify_id_token(id_token, nonce, deadline) if id_token else {}
         if self.settings.machine:  # who it is: the client itself (RFC 9068's client_id claim)
             claims = {"client_id": self.settings.client_id, **claims}
         access = response.get("access_token")
@@ -316,7 +350,7 @@ class OIDCClient:
             expires_in = response.get("expires_in")
             expires = now + timedelta(seconds=float(expires_in or 300))
         elif id_token:
-            expires = datetime.fromtimestamp(float(claims["exp"]), UTC)
+            expires = now + _lifetime(claims, now)
         else:
             expires = now  # a refresh without an id_token: the caller keeps the old one
         return TokenSet(
@@ -325,18 +359,18 @@ class OIDCClient:
             id_token=id_token,
             access_token=access,
             refresh_token=response.get("refresh_token"),
-            claims={
-                k: v
-                for k, v in claims.items()
-                if k in ("sub", "email", "name", "groups", "preferred_username", "iss", "client_id")
-            },
+            claims={k: v for k, v in claims.items() if k in KEPT_CLAIMS},
         )
 
-    def _fetch(self, timeout: float = TIMEOUT, scope: bool = True, **kwargs: Any) -> dict[str, Any]:
-        meta = self.metadata()
+    def _fetch(
+        self, deadline: float | None = None, scope: bool = True, **kwargs: Any
+    ) -> dict[str, Any]:
+        """A token request; ``deadline`` (monotonic) for discovery and the request together,
+        else TIMEOUT for each."""
+        meta = self.metadata(deadline)
         session = self._session(scope, redirect_uri=kwargs.pop("redirect_uri", None))
         try:
-            token = session.fetch_token(meta.token_endpoint, timeout=timeout, **kwargs)
+            token = session.fetch_token(meta.token_endpoint, timeout=_left(deadline), **kwargs)
         except TransportError as e:
             raise _unreachable(e, meta.token_endpoint) from None
         except OAuthError as e:
@@ -518,16 +552,18 @@ class OIDCClient:
         provider has answered, its new refresh token is never lost: if anything after that
         fails, RefreshFailed carries it for the caller to keep. A refresh that brings no
         id_token keeps the login's id_token, its expiry and its claims. ``timeout``: long
-        (REFRESH_TIMEOUT), for callers that do not wait on it.
+        (REFRESH_TIMEOUT), for callers that do not wait on it, and for every request of the
+        refresh together (discovery, the token, the keys its id_token is checked with).
         """
         if not tokens.refresh_token:
             raise LoginError("there is no refresh token")
+        deadline = time.monotonic() + timeout
         response = self._fetch(
-            timeout, False, grant_type="refresh_token", refresh_token=tokens.refresh_token
+            deadline, False, grant_type="refresh_token", refresh_token=tokens.refresh_token
         )
         rotated = response.get("refresh_token")
         try:
-            fresh = self._token_set(response, None)
+            fresh = self._token_set(response, None, deadline)
         except LoginError as e:
             if rotated and rotated != tokens.refresh_token:
                 kept = replace(tokens, refresh_token=rotated)

@@ -45,7 +45,7 @@ class ClockSkew(LoginError):
         super().__init__(
             f"the provider's clock is {clock_words(offset)} this machine's ({detail})",
             "set this machine's clock right (e.g. timedatectl set-ntp true), or have the "
-            "provider's fixed; kubetray tries again meanwhile",
+            "provider's clock set right",
         )
         self.offset = offset
 

@@ -197,3 +197,23 @@ def test_client_credentials_need_the_client_secret() -> None:
         settings(
             "--oidc-issuer-url=https://i", "--oidc-client-id=k", "--grant-type=client-credentials"
         )
+
+
+def test_why_a_login_is_needed_is_kept_in_the_index_and_dropped_once_a_login_works(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "ids.json"
+    first = Registry(str(path))
+    st = first.oidc(settings("--oidc-issuer-url=https://idp", "--oidc-client-id=kubectl"))
+    why = ("the provider refused the refresh token (invalid_grant)", "2026-11-28T10:00:00+00:00")
+    first.note_login_needed(st, why)
+    again = Registry(str(path)).find(st.identity.name)
+    assert again is not None and again.login_needed == why and again.kept is None
+    first.note_login_needed(st, None)
+    assert Registry(str(path)).find(st.identity.name).login_needed is None  # type: ignore[union-attr]
+    assert "login_needed" not in path.read_text()
+    # A damaged field is not read, and not written back either.
+    path.write_text(path.read_text().replace('"chosen"', '"login_needed": 7, "chosen"'))
+    damaged = Registry(str(path))
+    entry = damaged.find(st.identity.name)
+    assert entry is not None and entry.login_needed is None and entry.kept is None

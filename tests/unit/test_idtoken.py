@@ -300,7 +300,7 @@ class StubClient(OIDCClient):
         self.answers = list(jwks)
         self.fetched = 0
 
-    def _get_json(self, url: str) -> dict[str, Any]:
+    def _get_json(self, url: str, deadline: float | None = None) -> dict[str, Any]:
         assert url == f"{ISSUER}/jwks"
         self.fetched += 1
         return self.answers[min(self.fetched, len(self.answers)) - 1]
