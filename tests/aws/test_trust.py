@@ -70,7 +70,8 @@ def test_the_system_s_cas_and_aws_ca_bundle_are_both_trusted(
     company, team = CA("company CA, in the system store"), CA("team CA, in AWS_CA_BUNDLE")
     _system_store(Path(kt.env["SSL_CERT_FILE"]), company)
     bundle = tmp_path / "team-ca.pem"
-    bundle.write_bytes(team.cert_pem)
+    client = team.issue("a client key kept beside its CA")
+    bundle.write_bytes(client.key_pem + team.cert_pem)
     sso_ca, sts_ca = (company, team) if sso_trusted_by == "system store" else (team, company)
     with (
         SsoStandIn(sts, tls=server_context(sso_ca), interval=0.2) as sso,
@@ -102,6 +103,7 @@ def test_the_system_s_cas_and_aws_ca_bundle_are_both_trusted(
             assert combined.stat().st_mode & 0o777 == 0o600
             text = combined.read_bytes()
             assert company.cert_pem in text and team.cert_pem in text
+            assert b"PRIVATE KEY" not in text  # only the bundle's certificates are copied
         finally:
             kt.kubetray("forget", name)  # out of the shared keyring
 

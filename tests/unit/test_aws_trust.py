@@ -49,6 +49,28 @@ def test_a_bundle_is_added_to_the_system_s_cas_in_one_private_file(
     assert sorted(p.name for p in run.iterdir()) == sorted(Path(p).name for p in (path, again))
 
 
+def test_only_the_bundle_s_certificates_are_copied_never_a_key_beside_them(
+    system: Path, tmp_path: Path
+) -> None:
+    """People keep a client key and its CA in one PEM file and name it AWS_CA_BUNDLE: the
+    key must not land in kubetray's runtime directory (botocore needs the CAs only)."""
+    team, other = CA("team CA"), CA("other CA")
+    client = team.issue("client")
+    bundle = tmp_path / "team.pem"
+    bundle.write_bytes(client.key_pem + team.cert_pem + b"a comment\n" + other.cert_pem)
+    path = trust.verify_path(str(bundle), str(tmp_path / "run"))
+    text = Path(path).read_bytes()
+    assert team.cert_pem in text and other.cert_pem in text
+    assert b"PRIVATE KEY" not in text and client.key_pem not in text
+    # a file with a key and no certificate is no CA bundle: refused, nothing copied
+    key_only = tmp_path / "key.pem"
+    key_only.write_bytes(client.key_pem)
+    with pytest.raises(trust.UnusableBundle, match="holds no PEM certificate") as failed:
+        trust.verify_path(str(key_only), str(tmp_path / "run2"))
+    assert "\n" not in failed.value.message
+    assert not (tmp_path / "run2").exists()
+
+
 def test_where_the_system_s_trust_is_no_file_botocore_s_bundle_stands_in(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -87,14 +87,27 @@ def _stamp(path: str) -> tuple[int, int, int]:
 
 
 def _check(extra: str) -> None:
+    _certificates(extra)
+
+
+def _certificates(extra: str) -> bytes:
+    """The bundle's certificates, and nothing else of the file: a bundle people also keep a
+    client key in (or any other PEM block) must not have that copied into kubetray's files."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives.serialization import Encoding
+
     try:
-        ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_verify_locations(cafile=extra)
-    except (OSError, ssl.SSLError) as e:
+        with open(extra, "rb") as f:
+            data = f.read()
+        found = x509.load_pem_x509_certificates(data)
+    except (OSError, ValueError) as e:
+        why = getattr(e, "strerror", None) or "it holds no PEM certificate kubetray can read"
         raise UnusableBundle(
             f"cannot use the CA bundle {extra} (AWS_CA_BUNDLE, --ca-bundle or the profile's "
-            f"ca_bundle): {getattr(e, 'strerror', None) or e}",
+            f"ca_bundle): {why}",
             "give a file of PEM CA certificates; kubetray adds them to the system's",
         ) from None
+    return b"".join(cert.public_bytes(Encoding.PEM) for cert in found)
 
 
 def _combined(
@@ -129,8 +142,7 @@ def _name(
 def _text(system: str, extra: str) -> bytes:
     with open(system, "rb") as f:
         text = f.read()
-    with open(extra, "rb") as f:
-        added = f.read()
+    added = _certificates(extra)
     return text.rstrip(b"\n") + b"\n" + added.rstrip(b"\n") + b"\n"
 
 
