@@ -58,6 +58,9 @@ INFRA_ENV = (
 """``KUBETRAY_*`` variables that say how to reach the agent: never sent to it."""
 PASSED_ENV = (
     "KUBECONFIG",
+    # the tools the agent runs for a caller (Azure kubelogin's azurecli/azd: az, azd) are the
+    # ones its shell would run; an agent started by the desktop has another PATH
+    "PATH",
     "DBUS_SESSION_BUS_ADDRESS",
     # aws-iam-authenticator's own: the cluster ID and the role when not given as -i, -r
     "KUBERNETES_AWS_AUTHENTICATOR_CLUSTER_ID",

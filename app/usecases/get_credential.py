@@ -45,6 +45,7 @@ _CACHE_KEY_LIMIT = 16 * 1024
 BUS_ENV = "DBUS_SESSION_BUS_ADDRESS"
 REMOTE_ENV_DROPPED = (
     "KUBECONFIG=",
+    "PATH=",  # a remote host never chooses which program runs on the desktop
     "KUBETRAY_BROWSER=",
     "KUBETRAY_BROWSER_COMMAND=",
     f"{BUS_ENV}=",

@@ -25,7 +25,7 @@ from app.store.memory_store import MemorySecretStore
 from tests.apiserver import NAMESPACES, APIServer
 from tests.entra import Entra, Person, aks_accepts, fake_tool, run_entra
 from tests.idp import browser_available, browser_log
-from tests.peers import ROOT, KubetrayEnv, kubectl_binaries, require
+from tests.peers import ROOT, KubetrayEnv, StartAgent, kubectl_binaries, require
 from tests.pki import CA
 
 pytestmark = [pytest.mark.kubectl, pytest.mark.timeout(240)]
@@ -199,6 +199,23 @@ def test_the_azure_cli_login_is_served_by_running_az_once_for_many_kubectl(
     assert all(r.returncode == 0 for r in runs), [r.stderr for r in runs]
     calls = (state / "calls.jsonl").read_text().splitlines()
     assert len(calls) == 1, calls  # one az for four kubectl
+    assert set(api.outcomes()) == {"token"}
+
+
+def test_az_is_the_one_on_the_caller_s_path_not_the_agent_s(
+    kt: KubetrayEnv, entra: Entra, api: APIServer, tmp_path: Path, start_agent: StartAgent
+) -> None:
+    """The agent was started by something else (the desktop, another shell): the `az` that
+    serves kubectl is the one kubectl's own PATH finds, as Azure kubelogin runs it."""
+    start_agent(kt)  # its PATH has no az
+    bin_dir = tmp_path / "tools"
+    bin_dir.mkdir()
+    state = fake_tool(entra, "az", bin_dir)
+    (state / "logged-in").touch()
+    config = aks_file(kt, api, entra, "convert-azurecli.yaml", tmp_path / "kubeconfig")
+    run = kubectl(kt, config, env={"PATH": f"{bin_dir}:{kt.env['PATH']}"})
+    assert run.returncode == 0, run.stderr
+    assert len((state / "calls.jsonl").read_text().splitlines()) == 1
     assert set(api.outcomes()) == {"token"}
 
 

@@ -125,7 +125,12 @@ def test_deny_and_silence_give_one_clear_line(consent: Consent) -> None:
 
 
 def test_a_remote_host_cannot_name_desktop_programs_or_files() -> None:
-    env = ("KUBECONFIG=/home/them/.kube/config", "KUBETRAY_BROWSER=evil", "KUBETRAY_NAME=x")
+    env = (
+        "KUBECONFIG=/home/them/.kube/config",
+        "KUBETRAY_BROWSER=evil",
+        "PATH=/tmp/evil:/usr/bin",  # would choose the `az` the desktop runs for azurecli
+        "KUBETRAY_NAME=x",
+    )
     assert _remote_env(env) == ("KUBETRAY_NAME=x",)
     for flag in ("--browser-command=sh -c id", "--certificate-authority=/etc/shadow"):
         opts = options.resolve([flag, "--oidc-issuer-url=https://idp", "--oidc-client-id=k"])
