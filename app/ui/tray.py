@@ -23,7 +23,14 @@ from urllib.parse import urlsplit
 
 from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtGui import QAction, QGuiApplication
-from PySide6.QtWidgets import QApplication, QMenu, QMessageBox, QSystemTrayIcon, QWidget
+from PySide6.QtWidgets import (
+    QApplication,
+    QDialog,
+    QMenu,
+    QMessageBox,
+    QSystemTrayIcon,
+    QWidget,
+)
 from shiboken6 import Shiboken
 
 from app.model import IdentityStatus, State
@@ -711,6 +718,20 @@ class TrayApp(QObject):
         self._rows.clear()
         self._retired.clear()
         dispose(self.menu)
+
+    def open_windows(self) -> list[str]:
+        """The titles of the windows a person sees open: dialogs, the main window (unless it
+        only stands in for a missing tray), the device-code, link and diagnostics windows. Not
+        Qt's own top-level widgets, such as the XEmbed tray icon's (QSystemTrayIconSys) or a
+        menu: a restart waits for these, and must not wait for what is always there."""
+        main = self.main_window
+        stand_in = main if main is not None and main.standalone else None
+        ours = (QDialog, MainWindow, DeviceCodeWindow, DiagnosticsWindow)
+        return [
+            w.windowTitle()
+            for w in QApplication.topLevelWidgets()
+            if isinstance(w, ours) and w.isVisible() and w is not stand_in
+        ]
 
     def bring_forward(self) -> None:
         """A second `kubetray` asked us to show ourselves."""
