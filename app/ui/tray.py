@@ -620,7 +620,9 @@ class TrayApp(QObject):
     def _notification_action(self, name: str, key: str) -> None:
         if key == DEFAULT:
             key = NOTIFICATIONS.get(self._notified.get(name, ""), ("show", ()))[0]
-        self._notified.pop(name, None)  # the service takes it off the screen after a click
+        # Answered: off the screen. Some services close it after a click (dunst, GNOME Shell);
+        # others leave that to the program (mako keeps it until it expires, by default never).
+        self.withdraw_notification(name)
         self._act(name, key)
 
     def _act(self, name: str, key: str) -> None:
