@@ -6,6 +6,8 @@ action, to the program: an answered notification must be closed by kubetray, or 
 import json
 import os
 import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -103,3 +105,115 @@ def test_a_notification_answered_on_mako_is_closed_by_kubetray(
         view.shutdown()
         qtbot.wait(50)
     assert on_screen() == []
+
+
+WAYBAR_STYLE = Path("/etc/xdg/waybar/style.css")
+"""waybar's default look: a dark translucent bar, the tray on a blue (#2980b9) box."""
+STYLES = {
+    "waybar's default style": "",
+    "a dark bar": "window#waybar { background: #000000; } #tray { background: transparent; }",
+    "a light bar": "window#waybar { background: #ffffff; } #tray { background: transparent; }",
+}
+BAR = 30
+
+
+def tray_crop(shot: Path) -> "QImage":  # noqa: F821 - Qt's, imported where a QApplication is
+    """The tray's box in a screenshot of the bar: the right end of it, from the first column
+    (right to left) that is the tray's background to where that background ends."""
+    from PySide6.QtGui import QImage
+
+    image = QImage(str(shot))
+    y = 2
+    right = image.width() - 1
+    background = image.pixelColor(right - 1, y)
+    left = right
+    while left > 0 and image.pixelColor(left - 1, y) == background:
+        left -= 1
+    return image.copy(left, 0, right - left, BAR - 4)
+
+
+@pytest.mark.parametrize("style", STYLES.values(), ids=STYLES.keys())
+def test_the_icon_reads_on_waybar_in_every_state(qapp, tmp_path: Path, style: str) -> None:  # type: ignore[no-untyped-def]
+    """waybar draws the named icon as it is, without recolouring it: measured from grim's
+    screenshot of the panel, the icon stands out by 3:1 in every state, and the state's
+    colour is there."""
+    from PySide6.QtGui import QColor
+
+    from tests.ui.test_icons import legibility, reads, source_fills
+
+    require_desktop("sway", "waybar", "grim")
+    assert WAYBAR_STYLE.is_file(), "waybar's default style.css is missing"
+    css = tmp_path / "style.css"
+    css.write_text(WAYBAR_STYLE.read_text() + "\n" + style + "\n")
+    config = tmp_path / "waybar.json"
+    config.write_text(json.dumps({"layer": "top", "height": BAR, "modules-right": ["tray"]}))
+    data = tmp_path / "data"
+    log = tmp_path / "desktop.log"
+    with sway(log) as wayland:
+        env = dict(os.environ, **wayland, XDG_DATA_HOME=str(data), QT_QPA_PLATFORM="wayland")
+        env.pop("DISPLAY", None)
+        bar = start(
+            ["waybar", "-c", str(config), "-s", str(css)],
+            dict(wayland, XDG_DATA_HOME=str(data)),
+            log,
+        )
+        icon = subprocess.Popen(
+            [sys.executable, str(Path(__file__).parent / "tray_icon.py")],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            cwd=Path(__file__).parents[2],
+        )
+        assert icon.stdin is not None and icon.stdout is not None
+        measured = {}
+        try:
+            for state in ("none", "ok", "expiring", "login", "error"):
+                if state != "none":
+                    icon.stdin.write(state + "\n")
+                    icon.stdin.flush()
+                while (line := icon.stdout.readline()) and line.strip() != f"shown {state}":
+                    pass  # Qt's own lines
+                assert line, f"the icon's program ended before showing {state}"
+                shot = tmp_path / f"{state}.png"
+
+                def drawn(shot: Path = shot, state: str = state) -> bool:
+                    subprocess.run(["grim", str(shot)], env=env, check=True, timeout=10)
+                    crop = tray_crop(shot)
+                    return crop.width() > 10 and colour_present(crop, source_fills(state)[1])
+
+                deadline = time.monotonic() + 20
+                while not drawn():
+                    assert time.monotonic() < deadline, f"{state}: not drawn"
+                crop = tray_crop(shot)
+                panel = crop.pixelColor(1, 1)
+                measured[state] = legibility(crop, QColor(panel))
+                assert reads(crop, QColor(panel)), (state, panel.name(), measured[state])
+        finally:
+            icon.stdin.close()
+            icon.wait(10)
+            icon.stdout.close()
+            stop(bar)
+    print(f"waybar, {style or 'default'}: {measured}")
+
+
+def colour_present(crop: "QImage", colour: str, near: int = 24) -> bool:  # noqa: F821
+    """Whether a few pixels of ``colour`` (the state's badge) are in ``crop``."""
+    from PySide6.QtGui import QColor
+
+    want = QColor(colour)
+    found = 0
+    for y in range(crop.height()):
+        for x in range(crop.width()):
+            c = crop.pixelColor(x, y)
+            if (
+                max(
+                    abs(c.red() - want.red()),
+                    abs(c.green() - want.green()),
+                    abs(c.blue() - want.blue()),
+                )
+                <= near
+            ):
+                found += 1
+    return found >= 4
