@@ -294,11 +294,11 @@ class Flights:
                 login.show(f"Logged in to {login.name} as {tokens.who()}.")
             except AppError as e:
                 login.error = login.error or e  # abort() has told the callers already
-                self._block(key, settings, f"failed: {e.message}")
+                self._block(key, settings, e.message)
             except Exception as e:
                 log.exception("login of %s failed", login.name)
                 login.error = AppError(f"the login to {login.name} failed: {type(e).__name__}")
-                self._block(key, settings, "failed")
+                self._block(key, settings, "an unexpected error (kubetray's log has it)")
             finally:
                 with self._lock:
                     if self._logins.get(key) is login:

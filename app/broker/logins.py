@@ -680,7 +680,7 @@ class Logins:
                 observer.login_required(name, blocked)
             raise LoginRequired(
                 f"login required for {name}",
-                f'the last login {blocked}; run "kubetray login {name}"',
+                f'the last login failed ({blocked}); run "kubetray login {name}"',
             )
         browser = self._browser(settings.browser_command)
         if not self.desktop:

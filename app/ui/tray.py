@@ -483,6 +483,8 @@ class TrayApp(QObject):
             dispose(link)
         if self._notified.get(name) in MOOT_WHEN_DONE:
             self.withdraw_notification(name)  # a failure is told next, with why
+        elif self.main_window is not None:  # the window's own line about it ("Copied…")
+            self.main_window.withdraw_notice(name)
         self.refresh()
 
     def _withdraw_answered(self, identities: list[IdentityStatus]) -> None:

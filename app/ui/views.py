@@ -30,7 +30,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.model import CallRecord
+from app.model import CallRecord, State
 from app.ui.controller import TrayController
 from app.ui.text import (
     about_text,
@@ -284,8 +284,12 @@ class DiagnosticsWindow(QWidget):
         )
         lines = []
         for ident in identities:
-            left = time_left(ident.expires, now) or "no expiry"
-            line = f"{ident.name}: {state_words(ident.state)}, {left}"
+            line = f"{ident.name}: {state_words(ident.state)}"
+            left = time_left(ident.expires, now)
+            if left:
+                line += f", {left}"
+            elif ident.state in (State.READY, State.EXPIRING, State.STORED):
+                line += ", no expiry"  # a token that says none; signed out has nothing to expire
             if ident.refreshed_at is not None:
                 age = int((now - datetime.fromisoformat(ident.refreshed_at)).total_seconds())
                 line += f", refresh token rotated {age}s ago ({ident.refreshes} refreshes)"

@@ -486,6 +486,7 @@ class MainWindow(QWidget):
         if link:
             QGuiApplication.clipboard().setText(link)
             self._say("Copied the login link: open it in any browser.")
+            self.notice_about = ident.name  # goes when the login ends (withdraw_notice)
 
     def switch_account(self, name: str) -> None:
         """Ask the provider first: switching where it cannot offer another account would log

@@ -118,9 +118,11 @@ def test_every_action_of_the_menu_is_in_the_window_and_does_the_same(
         assert record.read_text().splitlines()[-1] == link  # the chosen browser, not xdg-open
         window.copy_link_button.click()
         assert QGuiApplication.clipboard().text() == link
+        assert window.notice.text().startswith("Copied the login link")
         with qtbot.wait_signal(view.controller.finished_login, timeout=10000):
             window.cancel_button.click()
         qtbot.wait_until(lambda: window.login_button.isVisible(), timeout=5000)
+        assert window.notice.text() == ""  # the link it copied is no use now
         # Log in to all: a login for each signed-out identity, as from the menu.
         window.all_button.click()
         qtbot.wait_until(
