@@ -225,3 +225,40 @@ def test_started_at_login_it_waits_for_the_panel_before_the_window_stands_in(
     finally:
         view.shutdown()
         qtbot.wait(50)
+
+
+def test_open_login_page_uses_the_browser_chosen_now(
+    qtbot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    """README: every Open uses the chosen browser, also after Settings → Browser changed during
+    the login (it used to keep the one the login began with)."""
+    monkeypatch.setenv("KUBETRAY_CONFIG_DIR", str(tmp_path / "config"))
+    monkeypatch.delenv("KUBETRAY_BROWSER", raising=False)
+    monkeypatch.delenv("SSH_CONNECTION", raising=False)
+    first, second = tmp_path / "first.txt", tmp_path / "second.txt"
+    settings = Settings(browser_command=f'sh -c \'printf "%s\\n" "$0" >> {first}\'')
+    core, _ = make_core(
+        tmp_path, browser=lambda command: Browser(command or settings.browser_command or None)
+    )
+    view = TrayApp(TrayController(core, settings, utcnow), tray=False)
+    try:
+        with run_idp() as idp:
+            core.logins.identity(
+                OIDCSettings(issuer=idp.issuer, client_id="kubectl", grant_type="device-code"),
+                "team",
+            )
+            view.refresh()
+            with qtbot.wait_signal(view.controller.device_code, timeout=15000):
+                view.controller.log_in("team")
+            link = view.controller.login_link("team")
+            assert link
+            settings.browser_command = f'sh -c \'printf "%s\\n" "$0" >> {second}\''
+            view.open_login_page("team")
+            qtbot.wait_until(lambda: second.is_file(), timeout=5000)
+            assert second.read_text().splitlines() == [link]
+            with qtbot.wait_signal(view.controller.finished_login, timeout=10000):
+                view.controller.cancel("team")
+    finally:
+        view.shutdown()
+        core.stop()
+        qtbot.wait(50)
