@@ -191,9 +191,12 @@ class LinkWindow(QDialog):
         buttons.addStretch(1)
         layout.addLayout(buttons)
         self.said = QLabel("")
+        self.said.setMinimumHeight(self.said.fontMetrics().height())  # room for what it says
         layout.addWidget(self.said)
-        layout.addStretch(1)  # a tiling window manager makes it tall: the rest stays on top
         self.resize(520, self.sizeHint().height())
+        # Its own height, fixed: a tiling compositor (sway) floats a window whose height cannot
+        # change at the size it asks for, instead of stretching it over the whole screen.
+        self.setFixedHeight(self.sizeHint().height())
         self.copy_button.setFocus()
 
     def copy(self) -> None:

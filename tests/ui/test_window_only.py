@@ -152,26 +152,41 @@ def test_every_action_of_the_menu_is_in_the_window_and_does_the_same(
         qtbot.wait_until(lambda: core.logins.find("lab") is None, timeout=5000)
 
 
+@pytest.mark.parametrize(
+    ("desktop", "says", "minimized"),
+    [("KDE", "minimized (in the taskbar;", True), ("sway", "without a window", False)],
+)
 def test_closing_the_window_asks_to_keep_running_or_quit(
-    qtbot, view: TrayApp, monkeypatch: pytest.MonkeyPatch
+    qtbot, view: TrayApp, monkeypatch: pytest.MonkeyPatch, desktop: str, says: str, minimized: bool
 ) -> None:  # type: ignore[no-untyped-def]
+    """Keep running says only what is true of the session: a taskbar where the desktop has
+    one, neutral words where none is known (sway showed no taskbar it was promised)."""
+    monkeypatch.setenv("XDG_CURRENT_DESKTOP", desktop)
     quits: list[bool] = []
     monkeypatch.setattr("app.ui.window.QApplication.quit", lambda: quits.append(True))
     window = view.main_window
     assert window is not None and window.standalone
-    asked: list[str] = []
+    asked: list[tuple[str, str]] = []
 
     def answer(label: str):  # type: ignore[no-untyped-def]
         def click(box: QMessageBox) -> None:
-            asked.append(box.text())
+            asked.append((box.text(), box.informativeText()))
             next(b for b in box.buttons() if b.text() == label).click()
 
         return click
 
     when_modal(answer("Keep running"))
     window.ask_close()  # what the window manager's close button leads to
-    assert asked == ["There is no system tray here: this window is kubetray."]
-    assert window.isMinimized() and quits == []  # still running, in the taskbar or dock
+    [(text, details)] = asked
+    assert text == "There is no system tray here: this window is kubetray."
+    assert says in details and ("taskbar" in details) is minimized, details
+    assert quits == []  # still running
+    if minimized:
+        assert window.isMinimized()
+    else:
+        assert not window.isVisible()  # no window; kubetray again brings it back
+        view.bring_forward()
+        assert window.isVisible()
     when_modal(answer("Quit kubetray"))
     window.ask_close()
     assert quits == [True]
