@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QHeaderView,
     QLabel,
+    QLayout,
     QLineEdit,
     QMessageBox,
     QPlainTextEdit,
@@ -149,6 +150,8 @@ class DeviceCodeWindow(QWidget):
         buttons.addWidget(self.copy_button)
         buttons.addWidget(self.cancel_button)
         layout.addLayout(buttons)
+        # The size of what it shows, fixed: sway floats it so instead of filling the screen.
+        layout.setSizeConstraint(QLayout.SizeConstraint.SetFixedSize)
 
     def _cancel(self, controller: TrayController, name: str) -> None:
         controller.cancel(name)

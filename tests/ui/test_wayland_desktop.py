@@ -217,3 +217,84 @@ def colour_present(crop: "QImage", colour: str, near: int = 24) -> bool:  # noqa
             ):
                 found += 1
     return found >= 4
+
+
+def windows(wayland: dict[str, str]) -> list[dict]:  # type: ignore[type-arg]
+    """sway's windows: each {name, floating, width, height}."""
+    tree = json.loads(
+        subprocess.run(
+            ["swaymsg", "-t", "get_tree"],
+            env=dict(os.environ, **wayland),
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=10,
+        ).stdout
+    )
+    out = []
+
+    def walk(node: dict, floating: bool) -> None:  # type: ignore[type-arg]
+        if node.get("name") and node.get("type") in ("con", "floating_con") and not node["nodes"]:
+            rect = node["rect"]
+            out.append(
+                {
+                    "name": node["name"],
+                    "floating": floating,
+                    "width": rect["width"],
+                    "height": rect["height"],
+                }
+            )
+        for child in node.get("nodes", []):
+            walk(child, floating)
+        for child in node.get("floating_nodes", []):
+            walk(child, True)
+
+    walk(tree, False)
+    return out
+
+
+def test_the_link_and_device_code_windows_float_at_their_size_on_sway(kt, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Copy link… on Wayland opens a small window of ours (the clipboard needs a focused
+    window): sway stretched it over the whole screen; it floats at its own size, and so does
+    the device code's window."""
+    from tests.peers import ROOT
+    from tests.ui.panel import Panel, open_dbus_router
+    from tests.ui.test_panel import has_item, row, until
+
+    require_desktop("sway", "waybar", "swaymsg")
+    config = tmp_path / "waybar.json"
+    config.write_text(json.dumps({"layer": "top", "height": BAR, "modules-right": ["tray"]}))
+    log = tmp_path / "desktop.log"
+    with run_idp() as idp, sway(log) as wayland, open_dbus_router() as router:
+        bar = start(["waybar", "-c", str(config), "-s", str(WAYBAR_STYLE)], wayland, log)
+        panel = Panel(router, lambda ms: time.sleep(ms / 1000))
+        env = dict(kt.env, **wayland, QT_QPA_PLATFORM="wayland", KUBETRAY_BROWSER="true")
+        env.pop("DISPLAY", None)
+        with (tmp_path / "app.log").open("w") as out:
+            app = subprocess.Popen(
+                [sys.executable, str(ROOT / "tests" / "ui" / "tray_app.py"), f"team={idp.issuer}"],
+                env=env,
+                cwd=ROOT,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        try:
+            until(lambda: has_item(panel), timeout=30, what="the icon on waybar")
+            panel.about_to_show()
+            panel.click("Log in", within="team")
+            until(lambda: row(panel, "team")["label"].startswith("team · enter code "))
+            code = "kubetray: log in to team"  # the device code's window
+            until(lambda: any(w["name"] == code for w in windows(wayland)), what=code)
+            [device] = [w for w in windows(wayland) if w["name"] == code]
+            assert device["floating"] and device["height"] < 700, device
+            panel.click("Copy link…", within="team")
+            title = "kubetray: the login link for team"
+            until(lambda: any(w["name"] == title for w in windows(wayland)), what=title)
+            [link] = [w for w in windows(wayland) if w["name"] == title]
+            assert link["floating"], link
+            assert link["width"] < 800 and link["height"] < 300, link  # the screen: 1280 x 720
+        finally:
+            app.terminate()
+            app.wait(20)
+            stop(bar)
+        assert "Traceback" not in (tmp_path / "app.log").read_text()

@@ -63,12 +63,19 @@ def sway(log: Path) -> Iterator[dict[str, str]]:
         proc = subprocess.Popen(command, env=env, stdout=out, stderr=out)
     try:
         deadline = time.monotonic() + 20
-        while not (sockets := sorted(p for p in runtime.glob("wayland-*") if p.is_socket())):
+        while not (
+            (sockets := sorted(p for p in runtime.glob("wayland-*") if p.is_socket()))
+            and (ipc := sorted(runtime.glob("sway-ipc.*.sock")))
+        ):
             assert proc.poll() is None, log.read_text(errors="replace")[-2000:]
-            assert time.monotonic() < deadline, "sway did not make its socket"
+            assert time.monotonic() < deadline, "sway did not make its sockets"
             time.sleep(0.05)
         client_runtime = Path(tempfile.mkdtemp(prefix="kt-wl-client-"))
-        yield {"WAYLAND_DISPLAY": str(sockets[0]), "XDG_RUNTIME_DIR": str(client_runtime)}
+        yield {
+            "WAYLAND_DISPLAY": str(sockets[0]),
+            "XDG_RUNTIME_DIR": str(client_runtime),
+            "SWAYSOCK": str(ipc[0]),  # for swaymsg
+        }
     finally:
         proc.terminate()
         try:
