@@ -484,7 +484,7 @@ class MainWindow(QWidget):
     def copy_login_link(self) -> None:
         ident = self._identity_of(self._selected())
         link = self._controller.login_link(ident.name) if ident is not None else None
-        if link:
+        if ident is not None and link:
             QGuiApplication.clipboard().setText(link)
             self._say("Copied the login link: open it in any browser.")
             self.notice_about = ident.name  # goes when the login ends (withdraw_notice)
