@@ -42,7 +42,7 @@ from PySide6.QtSvg import QSvgRenderer
 OUT = Path(__file__).resolve().parent.parent / "resources" / "icons"
 SYMBOLIC = OUT / "hicolor" / "scalable" / "status"
 STATES = ("ok", "expiring", "login", "error", "none")
-BADGE = {  # each has >= 3:1 contrast with black and with white, and white on it >= 3:1
+BADGE = {  # each has >= 3:1 contrast with black and with white (so its black mark reads)
     "ok": "#2e8540",
     "expiring": "#b86e00",
     "login": "#2f6fd6",
