@@ -5,13 +5,19 @@ Run: .venv/bin/python scripts/render_icons.py. It writes, under resources/icons:
 * ``kubetray-STATE.svg`` and ``kubetray-STATE-{22,32,64}.png``: the tray icon of each overall
   state (ok, expiring, login, error, none: nothing set up yet) for panels that show the
   pixels they are sent (XEmbed trays, Windows, a StatusNotifierItem host that cannot find the
-  icon by name). One set reads on any panel: the wheel is a mid grey and every badge colour
-  has at least 3:1 contrast (WCAG 2.1, non-text) with black *and* with white, so no guess of
-  the panel's colour is needed (tests/ui/test_icons.py measures it).
-* ``hicolor/scalable/status/kubetray-STATE-symbolic.svg``: one colour, for panels that recolour
-  a symbolic icon to their own text colour (GNOME Shell with the AppIndicator extension,
-  Plasma through the ColorScheme-Text class, GTK panels). Only fills: GTK recolours fills.
-  Its own colour is the same mid grey, for a panel that shows it as it is.
+  icon by name). One set reads on any panel, black, white or coloured (waybar's default tray
+  is blue): a white wheel and a state-coloured badge, each inside a black halo, so one of the
+  two always stands out by 3:1 or more (WCAG 2.1, non-text); every badge colour has 3:1 with
+  black and with white, and its mark is black (tests/ui/test_icons.py measures it).
+* ``hicolor/scalable/status/kubetray-STATE-symbolic.svg``: the same picture, for panels that
+  recolour a symbolic icon (GNOME Shell with the AppIndicator extension and GTK panels replace
+  every fill with their text colour, and the ``success``/``warning``/``error`` classes with
+  theirs; Plasma swaps the ``current-color-scheme`` stylesheet, ``ColorScheme-Text`` for the
+  body, ``-Background`` for the halo and mark, ``-PositiveText``/``-NeutralText``/
+  ``-NegativeText``/``-Highlight`` for the badge) and for those that show it as it is
+  (waybar): there the stylesheet's own colours are the ones above. The halo is a stroke
+  (GTK before 3.24.50 leaves strokes as they are), drawn first, so a recolouring panel at
+  worst fattens the silhouette in its own colour.
 * ``kubetray-STATE-template.png`` and ``@2x``: macOS template images (black and alpha; the
   menu bar tints them for its light or dark look).
 * ``kubetray-app.svg`` and ``kubetray-app-*.png``: the program's own picture, no state.
@@ -36,15 +42,27 @@ from PySide6.QtSvg import QSvgRenderer
 OUT = Path(__file__).resolve().parent.parent / "resources" / "icons"
 SYMBOLIC = OUT / "hicolor" / "scalable" / "status"
 STATES = ("ok", "expiring", "login", "error", "none")
-BADGE = {  # each has >= 3:1 contrast with black and with white, and white on it >= 3:1
+BADGE = {  # each has >= 3:1 contrast with black and with white (so its black mark reads)
     "ok": "#2e8540",
     "expiring": "#b86e00",
     "login": "#2f6fd6",
     "error": "#d13b3b",
     "none": "#7a7a7a",
 }
-GREY = "#808080"
-"""The wheel (and the symbolic icon's own colour): 3.9:1 on white, 5.3:1 on black."""
+BODY = "#ffffff"
+"""The wheel, as drawn where nobody recolours it (21:1 on black, 4.3:1 on waybar's blue)."""
+HALO = "#000000"
+"""Around the wheel and the badge, and the badge's mark (21:1 on white, 4.9:1 on waybar's
+blue; on black the wheel and the badge stand out instead)."""
+HALO_WIDTH = 4.0
+"""The halo's stroke, in the 32-unit grid: half of it outside the shape, 1 px at 16 px."""
+CLASSES = {  # the badge's colour class: GTK's, then Plasma's
+    "ok": "success ColorScheme-PositiveText",
+    "expiring": "warning ColorScheme-NeutralText",
+    "login": "warning ColorScheme-Highlight",
+    "error": "error ColorScheme-NegativeText",
+    "none": "",  # grey wherever it is drawn: nothing is set up, no state to colour
+}
 APP_COLOUR = "#326ce5"
 """The app icon (windows, notifications, the desktop entry, installers): the wheel alone, in
 Kubernetes blue, so a failure notice does not carry the "ready" check mark."""
@@ -150,12 +168,32 @@ def shape(path: QPainterPath, fill: str, extra: str = "") -> str:
     return f'<path{extra} fill="{fill}" fill-rule="{rule(path)}" d="{svg_path(path)}"/>'
 
 
-def colour_svg(state: str) -> str:
-    return svg(
-        shape(wheel(True), GREY)
-        + shape(container(state), BADGE[state])
-        + shape(glyph(state), "#ffffff")
+def layers(state: str, body: str, halo: str, badge: str) -> str:
+    """The halo, the wheel, the badge (its mark cut out) and the mark, in these colours
+    (``currentColor`` with a class, for a panel to recolour)."""
+    silhouette = wheel(True).united(container(state)).simplified()
+
+    def attrs(colour: str, cls: str) -> str:
+        return f' class="{cls}"' if colour == "currentColor" else ""
+
+    halo_path = (
+        f'<path{attrs(halo, "ColorScheme-Background")} fill="none" stroke="{halo}" '
+        f'stroke-width="{HALO_WIDTH}" stroke-linejoin="round" d="{svg_path(silhouette)}"/>'
     )
+    return (
+        halo_path
+        + shape(wheel(True), body, attrs(body, "ColorScheme-Text"))
+        + shape(
+            container(state).subtracted(glyph(state)),
+            badge if CLASSES[state] else BADGE[state],
+            attrs(badge, CLASSES[state]) if CLASSES[state] else "",
+        )
+        + shape(glyph(state), halo, attrs(halo, "ColorScheme-Background"))
+    )
+
+
+def colour_svg(state: str) -> str:
+    return svg(layers(state, BODY, HALO, BADGE[state]))
 
 
 def mono(state: str) -> QPainterPath:
@@ -164,12 +202,13 @@ def mono(state: str) -> QPainterPath:
 
 
 def symbolic_svg(state: str) -> str:
-    # Plasma swaps the stylesheet for its own colours; GTK and GNOME Shell replace every fill.
+    badge = f" .{CLASSES[state].split()[-1]} {{ color:{BADGE[state]}; }}" if CLASSES[state] else ""
     style = (
         '<style id="current-color-scheme" type="text/css">'
-        f".ColorScheme-Text {{ color:{GREY}; }}</style>"
+        f".ColorScheme-Text {{ color:{BODY}; }} .ColorScheme-Background {{ color:{HALO}; }}"
+        f"{badge}</style>"
     )
-    return svg(style + shape(mono(state), "currentColor", ' class="ColorScheme-Text"'), 16)
+    return svg(style + layers(state, "currentColor", "currentColor", "currentColor"), 16)
 
 
 def render(source: str, size: int, target: Path) -> None:

@@ -216,7 +216,7 @@ def shoot(work: Path, procs: list[subprocess.Popen[bytes]]) -> int:
         geometry = view.tray.geometry() if view.tray is not None else None
         view.menu.popup(QPoint(geometry.x() if geometry else 700, 30))
         settle(1.0)
-        entry = view._info["team-dev"]
+        entry = view.identity_menus["team-dev"].menuAction()
         view.menu.setActiveAction(entry)
         view.identity_menus["team-dev"].popup(
             view.menu.actionGeometry(entry).topLeft() + view.menu.pos() + QPoint(-10, 0)

@@ -72,6 +72,8 @@ class Login:
     def __init__(self, name: str, browser: Browser) -> None:
         self.name = name
         self._browser = browser
+        self.browser_now: Callable[[], Browser] | None = None
+        """The browser as chosen now (Settings may change during the login): open_again's."""
         self._lock = threading.Lock()
         self._history: list[str] = []
         self._listeners: list[Conversation] = []
@@ -136,14 +138,16 @@ class Login:
 
     def open_again(self, url: str) -> bool:
         """Open ``url`` (the login page, or the device code's page) once more, with the browser
-        this login uses (the one the person chose): the person asked for it in the app."""
-        if not self._browser.available():
+        one the person chooses now (Settings → Browser may have changed since the login began):
+        the person asked for it in the app."""
+        browser = self.browser_now() if self.browser_now is not None else self._browser
+        if not browser.available():
             return False
 
         def failed(why: str) -> None:  # waited for, so the process is reaped
             log.info("login %s: the browser did not open the page again (%s)", self.name, why)
 
-        return self._browser.open(url, failed, settle=0)  # the GUI thread: it never waits
+        return browser.open(url, failed, settle=0)  # the GUI thread: it never waits
 
     def _browser_failed(self, why: str) -> None:
         """Tell the callers the browser failed; the URL once: not again if they have it."""

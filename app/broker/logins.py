@@ -889,6 +889,7 @@ class Logins:
         if not self.desktop:
             _check_reachable(name, settings, conv, browser, why)
         login = Login(name, browser)
+        login.browser_now = lambda: self._browser(settings.browser_command)
         login.origin = getattr(conv, "origin", None)
         login.auth_params = auth_params
         login.explicit = explicit

@@ -325,7 +325,10 @@ def run(headless: bool | None = None, store: str | None = None) -> int:
     api.start()
     restart.carry(hand_over(provider, api))
     # No browser can open here (no display, or SSH): the login is a prompt in kubectl's terminal.
-    terminal = not Browser(Settings.load().browser_command or None).available()
+    # Decided as the agent that serves it would: the headless agent has no use for the app's
+    # saved browser command (Settings), which had a headless demo ask to open a URL.
+    saved = "" if headless else Settings.load().browser_command
+    terminal = not Browser(saved or None).available()
     follow_this_demo(store, provider, terminal, fresh=carried is None)
     write_kubeconfig(kubeconfig, provider, api, terminal=terminal)
     if carried is not None:

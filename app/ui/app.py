@@ -7,7 +7,7 @@ import sys
 import threading
 
 from PySide6.QtCore import QObject, QTimer, Signal
-from PySide6.QtWidgets import QApplication, QMenu
+from PySide6.QtWidgets import QApplication
 
 from app import (
     __version__,
@@ -123,12 +123,7 @@ def run(tray: bool | None = None, store: str | None = None, at_login: bool = Fal
     view = TrayApp(controller, tray=tray, wait_for_tray=AT_LOGIN_WAIT if at_login else 0.0)
 
     def look() -> None:  # a person's open window is never closed under them by a restart
-        main = view.main_window
-        stand_in = main if main is not None and main.standalone else None  # the tray's place
-        windows_open[0] = any(
-            w.isVisible() and w is not stand_in and not isinstance(w, QMenu)
-            for w in QApplication.topLevelWidgets()
-        )
+        windows_open[0] = bool(view.open_windows())
 
     bridge.probe.connect(look)
     bridge.show.connect(view.bring_forward)

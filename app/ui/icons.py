@@ -1,13 +1,14 @@
 """Tray icons per overall state (sources and renderer: scripts/render_icons.py, resources/icons).
 
-One icon reads on dark and light panels alike (a mid-grey wheel, badges with at least 3:1
-contrast on black and on white, the state shown by the badge's shape too), so nothing guesses
-the panel's colour from Qt's palette. On Linux the icon also carries a *name*,
-``kubetray-STATE-symbolic``: a StatusNotifierItem host that finds it in the icon theme draws
-that one-colour version in its own text colour (GNOME Shell's AppIndicator extension, Plasma,
-GTK panels); any other shows the pixels. The app puts the named icons into the user's
-hicolor theme at start (``user_icon_dir``), where hosts look them up. On macOS the
-icon is a template image the menu bar tints.
+One icon reads on dark, light and coloured panels alike (a white wheel and a badge with at
+least 3:1 contrast on black and on white, each in a black halo; the state shown by the badge's
+shape too), so nothing guesses the panel's colour from Qt's palette. On Linux the icon also
+carries a *name*, ``kubetray-STATE-symbolic``: a StatusNotifierItem host that finds it in the
+icon theme draws that one, recoloured by hosts that recolour (GNOME Shell's AppIndicator
+extension, Plasma, GTK panels: the badge keeps a colour class) and as it is by the others
+(waybar); any other shows the pixels. The app puts the named icons into the user's hicolor
+theme at start (``user_icon_dir``), where hosts look them up. On macOS the icon is a template
+image the menu bar tints.
 """
 
 import os

@@ -23,7 +23,14 @@ from urllib.parse import urlsplit
 
 from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtGui import QAction, QGuiApplication
-from PySide6.QtWidgets import QApplication, QMenu, QMessageBox, QSystemTrayIcon, QWidget
+from PySide6.QtWidgets import (
+    QApplication,
+    QDialog,
+    QMenu,
+    QMessageBox,
+    QSystemTrayIcon,
+    QWidget,
+)
 from shiboken6 import Shiboken
 
 from app.model import IdentityStatus, State
@@ -476,6 +483,8 @@ class TrayApp(QObject):
             dispose(link)
         if self._notified.get(name) in MOOT_WHEN_DONE:
             self.withdraw_notification(name)  # a failure is told next, with why
+        elif self.main_window is not None:  # the window's own line about it ("Copied…")
+            self.main_window.withdraw_notice(name)
         self.refresh()
 
     def _withdraw_answered(self, identities: list[IdentityStatus]) -> None:
@@ -613,7 +622,9 @@ class TrayApp(QObject):
     def _notification_action(self, name: str, key: str) -> None:
         if key == DEFAULT:
             key = NOTIFICATIONS.get(self._notified.get(name, ""), ("show", ()))[0]
-        self._notified.pop(name, None)  # the service takes it off the screen after a click
+        # Answered: off the screen. Some services close it after a click (dunst, GNOME Shell);
+        # others leave that to the program (mako keeps it until it expires, by default never).
+        self.withdraw_notification(name)
         self._act(name, key)
 
     def _act(self, name: str, key: str) -> None:
@@ -711,6 +722,20 @@ class TrayApp(QObject):
         self._rows.clear()
         self._retired.clear()
         dispose(self.menu)
+
+    def open_windows(self) -> list[str]:
+        """The titles of the windows a person sees open: dialogs, the main window (unless it
+        only stands in for a missing tray), the device-code, link and diagnostics windows. Not
+        Qt's own top-level widgets, such as the XEmbed tray icon's (QSystemTrayIconSys) or a
+        menu: a restart waits for these, and must not wait for what is always there."""
+        main = self.main_window
+        stand_in = main if main is not None and main.standalone else None
+        ours = (QDialog, MainWindow, DeviceCodeWindow, DiagnosticsWindow)
+        return [
+            w.windowTitle()
+            for w in QApplication.topLevelWidgets()
+            if isinstance(w, ours) and w.isVisible() and w is not stand_in
+        ]
 
     def bring_forward(self) -> None:
         """A second `kubetray` asked us to show ourselves."""

@@ -192,3 +192,36 @@ class TrayHost(QObject):
         self._generation += 1  # answers still on their way change nothing
         self._poll.stop()
         self._gone.stop()
+
+
+TASKBARS = {
+    "KDE": "the taskbar",
+    "XFCE": "the taskbar",
+    "LXQT": "the taskbar",
+    "LXDE": "the taskbar",
+    "MATE": "the taskbar",
+    "X-CINNAMON": "the taskbar",
+    "CINNAMON": "the taskbar",
+    "BUDGIE": "the taskbar",
+    "DEEPIN": "the dock",
+    "UNITY": "the dock",
+    "PANTHEON": "the dock",
+    "GNOME": "the Activities overview",
+}
+"""Where each desktop (XDG_CURRENT_DESKTOP) shows a minimized window."""
+
+
+def where_minimized(desktop: str | None = None) -> str | None:
+    """Where a person finds a minimized window of ours again, in their words, or None where
+    that is not known (a bare window manager, sway: nothing shows it, or it cannot minimize)."""
+    if sys.platform == "darwin":
+        return "the Dock"
+    if sys.platform == "win32":
+        return "the taskbar"
+    import os
+
+    names = (desktop if desktop is not None else os.environ.get("XDG_CURRENT_DESKTOP", "")).upper()
+    for name in names.split(":"):
+        if name in TASKBARS:
+            return TASKBARS[name]
+    return None

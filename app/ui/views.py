@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QHeaderView,
     QLabel,
+    QLayout,
     QLineEdit,
     QMessageBox,
     QPlainTextEdit,
@@ -30,7 +31,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.model import CallRecord
+from app.model import CallRecord, State
 from app.ui.controller import TrayController
 from app.ui.text import (
     about_text,
@@ -149,6 +150,8 @@ class DeviceCodeWindow(QWidget):
         buttons.addWidget(self.copy_button)
         buttons.addWidget(self.cancel_button)
         layout.addLayout(buttons)
+        # The size of what it shows, fixed: sway floats it so instead of filling the screen.
+        layout.setSizeConstraint(QLayout.SizeConstraint.SetFixedSize)
 
     def _cancel(self, controller: TrayController, name: str) -> None:
         controller.cancel(name)
@@ -191,9 +194,12 @@ class LinkWindow(QDialog):
         buttons.addStretch(1)
         layout.addLayout(buttons)
         self.said = QLabel("")
+        self.said.setMinimumHeight(self.said.fontMetrics().height())  # room for what it says
         layout.addWidget(self.said)
-        layout.addStretch(1)  # a tiling window manager makes it tall: the rest stays on top
         self.resize(520, self.sizeHint().height())
+        # Its own height, fixed: a tiling compositor (sway) floats a window whose height cannot
+        # change at the size it asks for, instead of stretching it over the whole screen.
+        self.setFixedHeight(self.sizeHint().height())
         self.copy_button.setFocus()
 
     def copy(self) -> None:
@@ -284,8 +290,12 @@ class DiagnosticsWindow(QWidget):
         )
         lines = []
         for ident in identities:
-            left = time_left(ident.expires, now) or "no expiry"
-            line = f"{ident.name}: {state_words(ident.state)}, {left}"
+            line = f"{ident.name}: {state_words(ident.state)}"
+            left = time_left(ident.expires, now)
+            if left:
+                line += f", {left}"
+            elif ident.state in (State.READY, State.EXPIRING, State.STORED):
+                line += ", no expiry"  # a token that says none; signed out has nothing to expire
             if ident.refreshed_at is not None:
                 age = int((now - datetime.fromisoformat(ident.refreshed_at)).total_seconds())
                 line += f", refresh token rotated {age}s ago ({ident.refreshes} refreshes)"

@@ -47,6 +47,7 @@ from app.ui.text import (
     time_left,
     who,
 )
+from app.ui.tray_host import where_minimized
 from app.ui.views import bring_to_front, show_about
 
 OTHER = "Other contexts"
@@ -483,9 +484,10 @@ class MainWindow(QWidget):
     def copy_login_link(self) -> None:
         ident = self._identity_of(self._selected())
         link = self._controller.login_link(ident.name) if ident is not None else None
-        if link:
+        if ident is not None and link:
             QGuiApplication.clipboard().setText(link)
             self._say("Copied the login link: open it in any browser.")
+            self.notice_about = ident.name  # goes when the login ends (withdraw_notice)
 
     def switch_account(self, name: str) -> None:
         """Ask the provider first: switching where it cannot offer another account would log
@@ -624,19 +626,27 @@ class MainWindow(QWidget):
         self.ask_close()
 
     def ask_close(self) -> None:
-        """No tray and the person closes the window: keep kubetray running (minimized, where
-        the taskbar or dock shows it) or quit."""
+        """No tray and the person closes the window: keep kubetray running (minimized where
+        the desktop shows minimized windows, else without a window) or quit."""
+        where = where_minimized()
+        running = (
+            f"Keep it running minimized (in {where}; running kubetray again also brings this "
+            "window back)"
+            if where
+            else "Keep it running without a window (running kubetray again brings it back)"
+        )
         keep = self._ask(
             QMessageBox.Icon.Question,
             "kubetray: keep running?",
             "There is no system tray here: this window is kubetray.",
-            "kubectl's logins need kubetray running. Keep it running minimized (in the "
-            "taskbar or dock; running kubetray again also brings this window back), or quit: "
-            "kubectl then starts the headless agent, which asks for logins in its terminal.",
+            f"kubectl's logins need kubetray running. {running}, or quit: kubectl then starts "
+            "the headless agent, which asks for logins in its terminal.",
             ("Keep running", QMessageBox.ButtonRole.AcceptRole),
             other=("Quit kubetray", QMessageBox.ButtonRole.DestructiveRole),
         )
-        if keep is True:
+        if keep is True and where:
             self.showMinimized()
+        elif keep is True:  # nothing would show it minimized (or it cannot be: sway)
+            self.hide()
         elif keep is None:
             QApplication.quit()

@@ -235,3 +235,35 @@ def test_make_run_names_itself_when_an_agent_already_runs(kt: KubetrayEnv) -> No
         )  # fmt: skip
     assert done.returncode != 0
     assert "then run make run again" in done.stderr, done.stderr
+
+
+def test_a_headless_demo_prompts_for_a_password_whatever_browser_the_app_saved(
+    kt: KubetrayEnv,
+) -> None:
+    """README: with no desktop kubectl asks for a username and a password. The app's saved
+    Settings → Browser (a desktop's choice) had the headless demo ask to open a URL instead."""
+    bare = {
+        k: v
+        for k, v in kt.env.items()
+        if k not in ("DISPLAY", "WAYLAND_DISPLAY", "SSH_CONNECTION", "KUBETRAY_BROWSER")
+    }
+    saved = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from app.settings import Settings; "
+            "s = Settings.load(); s.browser_command = 'firefox'; s.save()",
+        ],
+        env=bare,
+        cwd=ROOT,
+        check=False,
+        capture_output=True,
+        text=True,
+    )
+    assert saved.returncode == 0, saved.stderr
+    demo, command = start_demo(kt, bare)
+    try:
+        assert "--grant-type=password" in exec_args(command[2])
+    finally:
+        printed = stop(demo)
+    assert "Traceback" not in printed

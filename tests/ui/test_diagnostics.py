@@ -118,3 +118,14 @@ def test_call_text() -> None:
     details = dict(call_details(LOCAL))
     assert details["Time"].startswith("2025-03-01 ")
     assert "Error" not in details
+
+
+def test_a_signed_out_identity_has_no_expiry_to_speak_of(
+    core: Core, window: DiagnosticsWindow
+) -> None:
+    from app.oidc.settings import OIDCSettings
+
+    core.logins.identity(OIDCSettings(issuer="https://idp.invalid", client_id="c"), "dev")
+    window.refresh()
+    [line] = [t for t in window.identities.toPlainText().splitlines() if t.startswith("dev:")]
+    assert line == "dev: signed out"  # not "signed out, no expiry"

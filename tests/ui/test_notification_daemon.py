@@ -148,3 +148,28 @@ def test_one_per_identity_withdrawn_when_moot_and_a_click_opens_the_chosen_brows
         view.shutdown()  # Quit: nothing of ours stays on screen with buttons nobody answers
         qtbot.wait(50)
     assert shown() == 0
+
+
+def test_a_log_in_notification_used_on_dunst_goes_and_the_login_starts(
+    qtbot, dunst: None, core: Core, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("KUBETRAY_BROWSER", "true")
+    view = TrayApp(TrayController(core, Settings(), utcnow), tray=True)
+    try:
+        with run_idp() as idp:
+            settings = OIDCSettings(
+                issuer=idp.issuer, client_id="kubectl", grant_type="device-code"
+            )
+            core.logins.identity(settings, "team")
+            view.refresh()
+            view.controller.needs_login.emit("team", "kubectl asked for a token")
+            wait(qtbot, lambda: shown() == 1)
+            dunstctl("action", "0")  # its default action: Log in
+            wait(qtbot, lambda: view.controller.logging_in("team"))
+            wait(qtbot, lambda: shown() == 0)
+            view.controller.cancel("team")
+            wait(qtbot, lambda: not view.controller.logging_in("team"))
+    finally:
+        view.shutdown()
+        qtbot.wait(50)
+    assert shown() == 0

@@ -301,6 +301,7 @@ def test_a_failed_login_says_why_in_its_row(qtbot, view: TrayApp) -> None:  # ty
     view.refresh()
     row = next(r for r in window.rows() if r[0] == "team")
     assert row[2].startswith("login failed: ") and "idp.invalid" in row[2]
+    assert "failed: failed" not in row[2]  # said once (issue 39 read "failed: failed:")
     window.select("team")
     assert "idp.invalid" in window.detail.text()
 

@@ -118,9 +118,11 @@ def test_every_action_of_the_menu_is_in_the_window_and_does_the_same(
         assert record.read_text().splitlines()[-1] == link  # the chosen browser, not xdg-open
         window.copy_link_button.click()
         assert QGuiApplication.clipboard().text() == link
+        assert window.notice.text().startswith("Copied the login link")
         with qtbot.wait_signal(view.controller.finished_login, timeout=10000):
             window.cancel_button.click()
         qtbot.wait_until(lambda: window.login_button.isVisible(), timeout=5000)
+        assert window.notice.text() == ""  # the link it copied is no use now
         # Log in to all: a login for each signed-out identity, as from the menu.
         window.all_button.click()
         qtbot.wait_until(
@@ -150,26 +152,41 @@ def test_every_action_of_the_menu_is_in_the_window_and_does_the_same(
         qtbot.wait_until(lambda: core.logins.find("lab") is None, timeout=5000)
 
 
+@pytest.mark.parametrize(
+    ("desktop", "says", "minimized"),
+    [("KDE", "minimized (in the taskbar;", True), ("sway", "without a window", False)],
+)
 def test_closing_the_window_asks_to_keep_running_or_quit(
-    qtbot, view: TrayApp, monkeypatch: pytest.MonkeyPatch
+    qtbot, view: TrayApp, monkeypatch: pytest.MonkeyPatch, desktop: str, says: str, minimized: bool
 ) -> None:  # type: ignore[no-untyped-def]
+    """Keep running says only what is true of the session: a taskbar where the desktop has
+    one, neutral words where none is known (sway showed no taskbar it was promised)."""
+    monkeypatch.setenv("XDG_CURRENT_DESKTOP", desktop)
     quits: list[bool] = []
     monkeypatch.setattr("app.ui.window.QApplication.quit", lambda: quits.append(True))
     window = view.main_window
     assert window is not None and window.standalone
-    asked: list[str] = []
+    asked: list[tuple[str, str]] = []
 
     def answer(label: str):  # type: ignore[no-untyped-def]
         def click(box: QMessageBox) -> None:
-            asked.append(box.text())
+            asked.append((box.text(), box.informativeText()))
             next(b for b in box.buttons() if b.text() == label).click()
 
         return click
 
     when_modal(answer("Keep running"))
     window.ask_close()  # what the window manager's close button leads to
-    assert asked == ["There is no system tray here: this window is kubetray."]
-    assert window.isMinimized() and quits == []  # still running, in the taskbar or dock
+    [(text, details)] = asked
+    assert text == "There is no system tray here: this window is kubetray."
+    assert says in details and ("taskbar" in details) is minimized, details
+    assert quits == []  # still running
+    if minimized:
+        assert window.isMinimized()
+    else:
+        assert not window.isVisible()  # no window; kubetray again brings it back
+        view.bring_forward()
+        assert window.isVisible()
     when_modal(answer("Quit kubetray"))
     window.ask_close()
     assert quits == [True]
@@ -222,4 +239,41 @@ def test_started_at_login_it_waits_for_the_panel_before_the_window_stands_in(
         assert view.main_window is not None and view.main_window.standalone
     finally:
         view.shutdown()
+        qtbot.wait(50)
+
+
+def test_open_login_page_uses_the_browser_chosen_now(
+    qtbot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    """README: every Open uses the chosen browser, also after Settings → Browser changed during
+    the login (it used to keep the one the login began with)."""
+    monkeypatch.setenv("KUBETRAY_CONFIG_DIR", str(tmp_path / "config"))
+    monkeypatch.delenv("KUBETRAY_BROWSER", raising=False)
+    monkeypatch.delenv("SSH_CONNECTION", raising=False)
+    first, second = tmp_path / "first.txt", tmp_path / "second.txt"
+    settings = Settings(browser_command=f'sh -c \'printf "%s\\n" "$0" >> {first}\'')
+    core, _ = make_core(
+        tmp_path, browser=lambda command: Browser(command or settings.browser_command or None)
+    )
+    view = TrayApp(TrayController(core, settings, utcnow), tray=False)
+    try:
+        with run_idp() as idp:
+            core.logins.identity(
+                OIDCSettings(issuer=idp.issuer, client_id="kubectl", grant_type="device-code"),
+                "team",
+            )
+            view.refresh()
+            with qtbot.wait_signal(view.controller.device_code, timeout=15000):
+                view.controller.log_in("team")
+            link = view.controller.login_link("team")
+            assert link
+            settings.browser_command = f'sh -c \'printf "%s\\n" "$0" >> {second}\''
+            view.open_login_page("team")
+            qtbot.wait_until(lambda: second.is_file(), timeout=5000)
+            assert second.read_text().splitlines() == [link]
+            with qtbot.wait_signal(view.controller.finished_login, timeout=10000):
+                view.controller.cancel("team")
+    finally:
+        view.shutdown()
+        core.stop()
         qtbot.wait(50)
