@@ -8,7 +8,6 @@ waits) needs none of it.
 import argparse
 import base64
 import contextlib
-import copy
 import os
 import shutil
 import sys
@@ -198,7 +197,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
     imports = compose.import_kubelogin()
     if args.undo:
-        undo = imports.plan_undo()
+        undo = imports.plan_undo(_paths(args))
         for c in undo.changed_since:
             _warn(f"left {c.user} in {c.file} as it is: it changed since the import")
         if _review(undo.view, undo.edit, args, "undo the last import"):
@@ -278,7 +277,7 @@ def cmd_unsecure(args: argparse.Namespace) -> int:
 def cmd_backups(args: argparse.Namespace) -> int:
     from app import compose
     from app.kubeconfig import files
-    from app.kubeconfig.edit import Edit
+    from app.kubeconfig.edit import Edit, Exact
     from app.kubeconfig.view import View
 
     backups = compose.kubeconfig_backups()
@@ -288,15 +287,10 @@ def cmd_backups(args: argparse.Namespace) -> int:
         if not found:
             raise UsageError(f"no backup {args.restore}", "kubetray backups lists them")
         b = found[0]
-        restored = files.parse(b.file, backups.content(b).decode("utf-8"))
-
-        def put_back(data: dict[str, object]) -> None:
-            data.clear()
-            data.update(copy.deepcopy(restored))
-
+        content = backups.content(b)
+        files.parse(b.file, content.decode("utf-8-sig"))  # a kubeconfig, or one line why not
         view = View.load([b.file], lock=True)
-        edit = Edit()
-        edit.add(b.file, put_back)
+        edit = Edit(exact={b.file: Exact(content)})  # the backup's bytes, as they were
         if _review(view, edit, args, f"restore {b.file} as of {b.time}"):
             _write(edit, f"restore {b.id}")
         return 0

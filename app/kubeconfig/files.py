@@ -4,7 +4,8 @@ What a write keeps: the file's mode, owner and group (a root kubetray rewriting 
 hands it back to that user; another user's file is refused, as ssh refuses such configs), a
 symlinked path's link (the target is written, but only when it is a kubeconfig), the format
 (JSON stays JSON), every field kubetray does not know and the order of entries and keys. What
-it does not keep: comments and quoting style. kubectl's own writes drop those too.
+a whole-file write does not keep: comments and quoting style (kubectl's own writes drop those
+too); an edit of users' bodies alone keeps every other byte (app.kubeconfig.patch).
 
 Reading is bounded too: YAML aliases may expand to at most MAX_NODES values (a kilobyte of
 nested aliases otherwise becomes gigabytes once written out as JSON or compared).

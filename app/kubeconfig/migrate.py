@@ -11,8 +11,9 @@ cannot run and a provider converts (Azure's ``azure``): it becomes an exec entry
 """
 
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from app.kubeconfig import patch
 from app.kubeconfig.edit import Edit, replace_user
 from app.kubeconfig.records import UserChange
 from app.kubeconfig.setup import INSTALL_HINT
@@ -77,6 +78,15 @@ def plan(
             else:
                 after["exec"].pop("env", None)
         changes.append(UserChange(f.path, name, copy.deepcopy(body), after))
+    # Only the users' bodies change, every other byte of each file stays; the undo gets the
+    # bodies as they were spelled (app.kubeconfig.patch).
+    edit.minimal = True
+    texts = {
+        f.path: patch.user_texts(f.text, {c.user for c in changes if c.file == f.path})
+        for f in view.files
+        if f.text is not None and any(c.file == f.path for c in changes)
+    }
+    changes = [replace(c, text=texts.get(c.file, {}).get(c.user)) for c in changes]
     for change in changes:
         edit.add(change.file, replace_user(change.user, change.before, change.after))
     return edit, changes, skipped

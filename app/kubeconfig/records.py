@@ -9,6 +9,7 @@ since then is reported and left alone.
 """
 
 import json
+import os
 import time
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
@@ -40,6 +41,9 @@ class UserChange:
     after: dict[str, Any]
     stored: str | None = None
     """The stored credential ``secure`` made for it."""
+    text: str | None = None
+    """The body as the file spelled it before (comments, quoting, folding): an undo puts
+    these characters back where the user still reads ``after``."""
     extra: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     """Fields of a newer kubetray, kept as they were."""
 
@@ -135,13 +139,37 @@ class ImportRecords:
             row["changes"] = changes
         self._save_rows([*rows, row])
 
-    def last(self) -> list[UserChange] | None:
-        """The newest import's changes, or None when there is none to undo."""
+    def note_written(self, written: dict[str, dict[str, str]]) -> None:
+        """Say in the newest import's row what it wrote, per file: the SHA-256 of the bytes
+        (``digest``) and the backup of what was there (``backup``), so that its undo puts the
+        backup's exact bytes back while the file is as the import left it."""
         rows = self._rows()
-        if not rows:
-            legacy = self._legacy_batches()
-            return legacy[-1] if legacy else None
-        row = rows[-1]
+        if rows and written:
+            rows[-1]["files"] = {**rows[-1].get("files", {}), **written}
+            self._save_rows(rows)
+
+    def last(self, paths: list[str] | None = None) -> "Found | None":
+        """The newest import that changed one of ``paths`` (None: any file), with only its
+        changes of those files; None when there is none to undo."""
+        wanted = None if paths is None else {_same(p) for p in paths}
+        rows = self._rows()
+        for index in range(len(rows) - 1, -1, -1):
+            row = rows[index]
+            changes = [c for c in self._changes(row) if wanted is None or _same(c.file) in wanted]
+            if changes:
+                written = row.get("files")
+                kept = written if isinstance(written, dict) else {}
+                return Found(index, changes, {c.file: kept.get(c.file) for c in changes})
+        if rows:  # imports an older kubetray recorded come before every row
+            return None
+        legacy = self._legacy_batches()
+        for index in range(len(legacy) - 1, -1, -1):
+            changes = [c for c in legacy[index] if wanted is None or _same(c.file) in wanted]
+            if changes:
+                return Found(-1 - index, changes, {})
+        return None
+
+    def _changes(self, row: dict[str, Any]) -> list[UserChange]:
         changes = row.get("changes")
         if isinstance(row.get("ref"), str):
             raw = self._store.get(row["ref"])
@@ -150,27 +178,58 @@ class ImportRecords:
             except ValueError:
                 changes = None
         if not isinstance(changes, list):
-            raise StoreError("kubetray's record of the last import is damaged")
+            raise StoreError("kubetray's record of an import is damaged")
         return [UserChange.from_dict(c) for c in changes]
 
-    def drop_last(self) -> None:
-        """Forget the newest import (once undone)."""
-        rows = self._rows()
-        if not rows:
+    def drop(self, found: "Found") -> None:
+        """Forget what ``found`` undid: its files' changes; the import's row once none is left."""
+        done = {(c.file, c.user) for c in found.changes}
+        if found.index < 0:  # an older kubetray's record in the secret store
             legacy = self._legacy()
-            legacy.save(legacy.batches()[:-1])
+            batches = legacy.batches()
+            i = -1 - found.index
+            batches[i] = [c for c in batches[i] if (c.file, c.user) not in done]
+            legacy.save(batches)
             return
-        row = rows.pop()
+        rows = self._rows()
+        row = rows[found.index]
+        left = [c for c in self._changes(row) if (c.file, c.user) not in done]
+        files = row.get("files")
+        if isinstance(files, dict):
+            row["files"] = {k: v for k, v in files.items() if k not in found.written}
+        if not left:
+            rows.pop(found.index)
+            if isinstance(row.get("ref"), str):
+                self._store.delete(row["ref"])
+        elif isinstance(row.get("ref"), str):
+            self._store.set(row["ref"], json.dumps([c.to_dict() for c in left]).encode())
+        else:
+            row["changes"] = [c.to_dict() for c in left]
         self._save_rows(rows)
-        if isinstance(row.get("ref"), str):
-            self._store.delete(row["ref"])
+
+
+@dataclass(frozen=True)
+class Found:
+    """An import to undo: its place in the record, its changes of the files asked for, and what
+    it wrote to each (``{"digest", "backup"}``; None where the record does not say)."""
+
+    index: int
+    changes: list[UserChange]
+    written: dict[str, Any]
+
+
+def _same(path: str) -> str:
+    return os.path.realpath(os.path.expanduser(path))
 
 
 def undo(batch: list[UserChange]) -> Edit:
-    """Put each user back as it was, where it still reads what kubetray wrote."""
-    edit = Edit()
+    """Put each user back as it was, where it still reads what kubetray wrote: only those
+    users' bodies, spelled as they were, every other byte of the file kept."""
+    edit = Edit(minimal=True)
     for change in batch:
         edit.add(change.file, replace_user(change.user, change.after, change.before))
+        if change.text is not None:
+            edit.verbatim.setdefault(change.file, {})[change.user] = change.text
     return edit
 
 

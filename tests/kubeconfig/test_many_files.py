@@ -182,7 +182,9 @@ def test_import_of_many_files_says_each_file_written(tmp_path: Path) -> None:
         "[oidc-login, get-token, --oidc-issuer-url=https://idp.example, --oidc-client-id=k{i}]}}"
     )
     paths = team_files(tmp_path / "kube", 5, user=user)
-    imports = ImportKubelogin(records.Records(store, records.IMPORTS), backups, HELPER)
+    imports = ImportKubelogin(
+        records.ImportRecords(str(tmp_path / "imports.json"), store), backups, HELPER
+    )
     steps = Steps()
     written = imports.apply_import(imports.plan_import(paths), steps)
     assert len(written) == 5 and steps.of("wrote") == [(i, 5) for i in range(1, 6)]
