@@ -71,7 +71,9 @@ def test_sigkill_at_random_points_never_loses_the_file(tmp_path: Path) -> None:
         lines: list[str] = []
         first = threading.Event()
 
-        def read(out: IO[str] = child.stdout) -> None:
+        def read(
+            out: IO[str] = child.stdout, lines: list[str] = lines, first: threading.Event = first
+        ) -> None:
             for line in out:
                 lines.append(line)
                 first.set()
