@@ -486,6 +486,15 @@ def test_sigkill_once_a_refresh_answer_arrived_loses_no_login(
         no_logout(r)
         mode = stat.S_IMODE((kt.state / "token-journal").stat().st_mode)
         assert mode == 0o600
+        empty = kt.inputs() / "empty-kubeconfig"
+        empty.write_text("apiVersion: v1\nkind: Config\n")
+        doctor = kt.kubetray("doctor", "--kubeconfig", str(empty)).stdout
+        assert re.search(
+            r"^ok +tokens: in the OS keyring, and each refreshed one in the "
+            r"token journal first",
+            doctor,
+            re.M,
+        ), doctor
     print("SIGKILL at the journal's write: (ms after the answer, keyring written before)")
     for took, written in seen:
         print(f"  {took:6.1f} ms, keyring {'written' if written else 'NOT written yet'}")
