@@ -13,7 +13,8 @@ and descriptors.
 ``--case`` picks what is measured (``faults``, the schedule above, by default):
 
 * ``kill``: every 20 s the agent is SIGKILLed 0-130 ms after the provider's next refresh
-  answer left. A login lost is a refresh token presented again after its rotation (the
+  answer left (0-12, 12-25 or 25-130 ms, each as often: the early kills are the ones that
+  matter). A login lost is a refresh token presented again after its rotation (the
   provider then revokes the grant): each is put down to the kill whose refresh sent it, or
   to another identity's rotation in flight at that kill. Printed: logins lost of N kills,
   by how long after the answer the kill came.
@@ -326,7 +327,8 @@ class Side:
                 self.answered()
                 if form.get("grant_type") == "refresh_token" and armed.is_set():
                     armed.clear()
-                    delay = random.uniform(0, 0.13)
+                    lo, hi = random.choice(BUCKETS)  # as many kills early as late
+                    delay = random.uniform(lo, hi) / 1000
                     time.sleep(delay)
                     with self.lock:  # an answer that never left is no longer in flight
                         now = time.monotonic()
