@@ -111,7 +111,7 @@ bench-hardening: system-deps install ## the agent under abuse: RSS, waits, load 
 	scripts/with-keyring $(BIN)/python bench/hardening.py
 
 SOAK_ARGS ?= --minutes 15 --before main
-soak: system-deps install $(NODE_DEPS) ## 15 min of faults and kills, main's code beside this tree's (SOAK_ARGS; not in make test)
+soak: system-deps install $(NODE_DEPS) ## 15 min of faults and kills, main's code beside this tree's (SOAK_ARGS: --case kill|outage|skew, --minutes 3 for a quick look; not in make test)
 	$(BIN)/python bench/soak.py $(SOAK_ARGS)
 
 bench-recover: system-deps install $(NODE_DEPS) ## seconds from a provider outage's end to kubectl served again, main's code beside this tree's

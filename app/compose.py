@@ -18,6 +18,7 @@ from app.oidc.browser import Browser
 from app.providers import default as default_providers
 from app.static_credentials import StoredCredentials
 from app.store import choice, keyring_store
+from app.store import journal as journal_file
 from app.store.choice import StoreChoice
 from app.store.keyring_store import KeyringSecretStore
 from app.store.secret_store import SecretStore
@@ -49,7 +50,10 @@ def token_store(
 
         kind = Settings.load().secret_store
     keyring = keyring or KeyringSecretStore(os.path.join(paths.config_dir(), "secrets"))
-    return choice.TokenStore(choice.choose(kind, keyring), keyring, movable=kind == "auto")
+    journal = os.path.join(paths.state_dir(), journal_file.NAME)
+    return choice.TokenStore(
+        choice.choose(kind, keyring), keyring, movable=kind == "auto", journal=journal
+    )
 
 
 def stored_credentials(store: SecretStore | None = None) -> StoredCredentials:

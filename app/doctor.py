@@ -242,6 +242,46 @@ def check_identities(status: Callable[[], dict[str, Any]]) -> Iterator[Check]:
             )
 
 
+def check_tokens(status: Callable[[], dict[str, Any]]) -> Iterator[Check]:
+    """Where the running agent keeps login tokens: in memory only (and why), or in the
+    keyring with the token journal in front of it (or why that is off)."""
+    try:
+        doc = status()
+    except AppError:
+        return  # check_agent said why
+    agent = doc.get("agent") or {}
+    if agent.get("store") == "memory":
+        why = agent.get("store_reason") or 'the setting "secret_store" is "memory"'
+        yield Check(
+            "tokens",
+            True,
+            f"in memory only ({why}): every login ends when the agent stops",
+            "start a Secret Service (the keyring check says how); kubetray moves the tokens "
+            "into it once a caller brings its session bus"
+            if agent.get("store_reason")
+            else 'set "secret_store": "auto" in settings.json',
+            warn=True,
+        )
+    elif agent.get("store") == "keyring":
+        journal = agent.get("store_journal") or ""
+        if journal.startswith("off: "):
+            yield Check(
+                "tokens",
+                True,
+                f"in the OS keyring; the token journal is off ({journal[5:]}): an agent killed "
+                "while the keyring saves a refreshed token loses that login",
+                "kubetray keeps working; see the agent's log",
+                warn=True,
+            )
+        elif journal.startswith("on"):
+            yield Check(
+                "tokens",
+                True,
+                "in the OS keyring, and each refreshed one in the token journal first (a "
+                "killed agent keeps it)",
+            )
+
+
 def check_keyring(store: Callable[[], SecretStore], setting: str = "auto") -> Check:
     """The keyring round trip; no keyring at all is a warning when logins can do without."""
     key = "doctor/probe"
@@ -374,6 +414,7 @@ def run(
     yield from check_helpers(users)
     yield check_agent(status)
     yield from check_identities(status)
+    yield from check_tokens(status)
     yield check_keyring(store, store_setting)
     providers = default()
     logins: dict[tuple[str, str, str], Settings] = {}

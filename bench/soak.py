@@ -10,9 +10,24 @@ cause their line named, logins asked for again (each one a person would have had
 refresh requests and refreshes, grants the provider revoked, and the agent's RSS, threads
 and descriptors.
 
+``--case`` picks what is measured (``faults``, the schedule above, by default):
+
+* ``kill``: every 20 s the agent is SIGKILLed 0-130 ms after the provider's next refresh
+  answer left (0-12, 12-25 or 25-130 ms, each as often: the early kills are the ones that
+  matter). A login lost is a refresh token presented again after its rotation (the
+  provider then revokes the grant): each is put down to the kill whose refresh sent it, or
+  to another identity's rotation in flight at that kill. Printed: logins lost of N kills,
+  by how long after the answer the kill came.
+* ``outage``: every 150 s the provider is down ``--down`` s (default 45: past a token's
+  life), then up. Printed: each identity's seconds from "up" to its first served call after
+  a failure (time to recover), and the calls that failed during and after the outage.
+* ``skew``: the provider's clock 25 s behind for the whole soak (``--lifetime`` 30 s tokens):
+  refresh requests per minute and per identity (a storm is many more than 60 / lifetime).
+
 ``--before REV`` runs the same soak on the code of git revision REV beside this tree's, at
 the same time on the same machine (each with its own provider, proxy, keyring and agent),
-and prints both tables. Run with `make soak` (SOAK_ARGS="--before main --minutes 15").
+and prints both tables. Run with `make soak` (SOAK_ARGS="--before main --minutes 15"); a
+quick look: SOAK_ARGS="--before main --case kill --minutes 3".
 """
 
 import argparse
@@ -61,6 +76,25 @@ SCHEDULE: list[tuple[float, str]] = [
     (145, "no-skew"),
     (147, "term"),
 ]
+KILL_PERIOD = 20
+KILLS: list[tuple[float, str]] = [(5, "kill-0-130")]
+"""The kill case: SIGKILL 0-130 ms after the next refresh answer, once every KILL_PERIOD s."""
+OUTAGE_AT = 20
+SKEW_BEHIND = -25
+CASES = ("faults", "kill", "outage", "skew")
+
+
+def schedule(case: str, down: float) -> tuple[float, list[tuple[float, str]]]:
+    """(period, schedule) of ``case``."""
+    if case == "kill":
+        return KILL_PERIOD, KILLS
+    if case == "outage":
+        return PERIOD, [(OUTAGE_AT, "down"), (OUTAGE_AT + down, "up")]
+    if case == "skew":
+        return 24 * 3600, [(0, "skew-behind")]
+    return PERIOD, SCHEDULE
+
+
 CAUSES = [
     ("answer was lost", "answer lost"),
     ("login required", "login asked"),
@@ -117,6 +151,22 @@ class Side:
         self.events: list[tuple[float, str]] = []
         """(monotonic time, fault) of every fault set."""
         self.stop = threading.Event()
+        self.period: float = PERIOD
+        self.kills: list[tuple[float, str, list[str]]] = []
+        """Kill case: (ms after the answer, refresh token the answered refresh sent, refresh
+        tokens of other refreshes in flight at the kill)."""
+        self.in_flight: dict[int, tuple[float, str]] = {}
+        """Refresh requests sent and not answered yet: thread → (when, refresh token sent)."""
+        self.ups: list[float] = []
+        """Outage case: monotonic times the provider came back."""
+        self.failing: dict[str, float] = {}
+        """name → monotonic time of its first failed call since it was last served."""
+        self.recovered: list[tuple[str, float]] = []
+        """(name, seconds from the provider's return to its first served call after failing)."""
+        self.failed_down = 0
+        self.failed_after = 0
+        """Outage case: calls failed while the provider was down, and after it was back."""
+        self.down = False
         self.env: dict[str, str] = {}
         self.helper = base / "bin" / "kubetray-exec"
 
@@ -202,6 +252,7 @@ class Side:
                 with self.lock:
                     self.stats["calls"] += 1
                     self.slowest = max(self.slowest, took)
+                    self._recovery(name, start, done.returncode == 0)
                     if done.returncode != 0:
                         self.stats["failed"] += 1
                         cause = cause_of(done.stderr)
@@ -212,12 +263,46 @@ class Side:
                             self.logouts.append(f"{second:.0f}s {cause}")
             self.stop.wait(max(0.0, 1.0 - (time.monotonic() - start)))
 
+    def _recovery(self, name: str, start: float, served: bool) -> None:
+        """Outage figures for one call of ``name`` begun at ``start`` (caller holds the lock)."""
+        if not served:
+            self.failing.setdefault(name, start)
+            if self.down:
+                self.failed_down += 1
+            elif self.ups:
+                self.failed_after += 1
+            return
+        failed_at = self.failing.pop(name, None)
+        if failed_at is None or self.down:
+            return
+        now = time.monotonic()  # the call was served now (it may have begun in the outage)
+        up = max((t for t in self.ups if t <= now), default=None)
+        if up is not None:
+            self.recovered.append((name, max(0.0, now - up)))
+
+    def watch_refreshes(self, proxy: FaultProxy) -> None:
+        """Keep the refresh requests in flight (which refresh token each presents)."""
+
+        def sent(form: dict[str, str]) -> None:
+            if form.get("grant_type") == "refresh_token":
+                with self.lock:
+                    rt = form.get("refresh_token", "")
+                    self.in_flight[threading.get_ident()] = (time.monotonic(), rt)
+
+        proxy.on_request = sent
+        proxy.on_answer = lambda form: self.answered()
+
+    def answered(self) -> None:
+        with self.lock:
+            self.in_flight.pop(threading.get_ident(), None)
+
     # -- the faults -----------------------------------------------------------------------
 
     def fault(self, what: str, keyring: Keyring, proxy: FaultProxy, idp: Any) -> None:
         with self.lock:
             self.events.append((time.monotonic(), what))
-        if what in ("ok", "down", "5xx", "slow", "lost"):
+        if what in ("ok", "5xx", "slow", "lost"):
+            self.down = False
             proxy.mode = what
         elif what == "kill":
             self.signal(signal.SIGKILL)
@@ -234,6 +319,35 @@ class Side:
                     self.signal(signal.SIGKILL)
 
             proxy.on_answer = hook
+        elif what == "kill-0-130":
+            armed = threading.Event()
+            armed.set()
+
+            def kill_soon(form: dict[str, str]) -> None:
+                self.answered()
+                if form.get("grant_type") == "refresh_token" and armed.is_set():
+                    armed.clear()
+                    lo, hi = random.choice(BUCKETS)  # as many kills early as late
+                    delay = random.uniform(lo, hi) / 1000
+                    time.sleep(delay)
+                    with self.lock:  # an answer that never left is no longer in flight
+                        now = time.monotonic()
+                        others = [rt for t, rt in self.in_flight.values() if now - t < 30]
+                    self.signal(signal.SIGKILL)
+                    with self.lock:
+                        self.kills.append((delay * 1000, form.get("refresh_token", ""), others))
+
+            proxy.on_answer = kill_soon
+        elif what == "down":
+            self.down = True
+            proxy.mode = "down"
+        elif what == "up":
+            with self.lock:
+                self.down = False
+                self.ups.append(time.monotonic())
+            proxy.mode = "ok"
+        elif what == "skew-behind":
+            idp.set_clock(SKEW_BEHIND)
         elif what == "keyring-locked":
             keyring.kill()
             keyring.start(locked=True)
@@ -274,6 +388,7 @@ def run_side(args: argparse.Namespace) -> int:
     base = Path(tempfile.mkdtemp(prefix="kt-soak-side-"))
     side = Side(Path(args.code).resolve(), base, args.identities, args.lifetime)
     side.started = time.monotonic()
+    side.period, plan_of = schedule(args.case, args.down)
     keyring = Keyring(base / "keyring")
     ttl = {"IdToken": args.lifetime, "AccessToken": args.lifetime}
     try:
@@ -281,6 +396,8 @@ def run_side(args: argparse.Namespace) -> int:
         with provider_behind_proxy(password=True, ttl=ttl) as (idp, proxy):
             proxy.slow_seconds = 20
             side.prepare(keyring, proxy, idp.issuer)
+            if args.case == "kill":
+                side.watch_refreshes(proxy)
             callers = [
                 threading.Thread(target=side.caller, args=(name,), daemon=True)
                 for name in side.names
@@ -289,7 +406,7 @@ def run_side(args: argparse.Namespace) -> int:
                 t.start()
             start = side.started = time.monotonic()
             end = start + args.minutes * 60
-            plan = iter(_plan(start, end))
+            plan = iter(_plan(start, end, side.period, plan_of))
             when, what = next(plan)
             next_row, minute = start + 60, 0
             last: Counter[str] = Counter()
@@ -309,6 +426,7 @@ def run_side(args: argparse.Namespace) -> int:
             for t in callers:
                 t.join(130)
             row = _row(side, idp, proxy, None, last)
+            row["case"] = {"name": args.case, **_figures(side, proxy, args)}
             print(json.dumps(row), flush=True)
             side.signal(signal.SIGTERM)
             time.sleep(2)
@@ -319,14 +437,96 @@ def run_side(args: argparse.Namespace) -> int:
     return 0
 
 
-def _plan(start: float, end: float) -> Iterator[tuple[float, str]]:
+def _plan(
+    start: float, end: float, period: float, plan: list[tuple[float, str]]
+) -> Iterator[tuple[float, str]]:
     round_start = start
     while True:
-        for offset, what in SCHEDULE:
+        for offset, what in plan:
             yield round_start + offset, what
-        round_start += PERIOD
-        if round_start > end + PERIOD:
+        round_start += period
+        if round_start > end + period:
             yield float("inf"), "ok"
+
+
+def _figures(side: Side, proxy: FaultProxy, args: argparse.Namespace) -> dict[str, Any]:
+    """What the case measures, from the whole soak."""
+    minutes = max(args.minutes, 1e-6)
+    if args.case == "kill":
+        presented = Counter(
+            f.get("refresh_token", "")
+            for f in list(proxy.forms)
+            if f.get("grant_type") == "refresh_token"
+        )
+        reused = {rt for rt, n in presented.items() if n > 1 and rt}
+        kills = []
+        put_down: set[str] = set()
+        for ms, sent, others in side.kills:
+            lost_own = sent in reused
+            lost_others = sum(1 for rt in set(others) if rt in reused and rt != sent)
+            put_down.update(rt for rt in (sent, *others) if rt in reused)
+            kills.append({"ms": round(ms, 1), "lost": lost_own, "others_lost": lost_others})
+        return {"kills": kills, "reused": len(reused), "unexplained": len(reused - put_down)}
+    if args.case == "outage":
+        per: dict[str, list[float]] = {}
+        for name, seconds in side.recovered:
+            per.setdefault(name, []).append(round(seconds, 1))
+        return {
+            "recover": per,
+            "outages": len(side.ups),
+            "down": args.down,
+            "failed_down": side.failed_down,
+            "failed_after": side.failed_after,
+        }
+    if args.case == "skew":
+        return {
+            "refresh_per_min": round(len(proxy.refreshes) / minutes, 1),
+            "per_identity": round(len(proxy.refreshes) / minutes / len(side.names), 2),
+        }
+    return {}
+
+
+BUCKETS = ((0, 12), (12, 25), (25, 130))
+
+
+def summary(fig: dict[str, Any], lifetime: int) -> list[str]:
+    """The case's figures in sentences (the table's last lines)."""
+    name = fig.get("name")
+    if name == "kill":
+        kills = fig["kills"]
+        lost = sum(k["lost"] for k in kills)
+        others = sum(k["others_lost"] for k in kills)
+        parts = []
+        for lo, hi in BUCKETS:
+            some = [k for k in kills if lo <= k["ms"] < hi or (hi == 130 and k["ms"] >= hi)]
+            parts.append(f"{sum(k['lost'] for k in some)}/{len(some)} at {lo}-{hi} ms")
+        return [
+            f"SIGKILL 0-130 ms after a refresh answer: logins lost {lost + others} of "
+            f"{len(kills)} kills ({lost} the answered identity's: " + ", ".join(parts) + "; "
+            f"{others} other identities' rotations in flight); refresh tokens presented "
+            f"twice {fig['reused']} ({fig['unexplained']} not at a kill)"
+        ]
+    if name == "outage":
+        lines = [
+            f"provider down {fig.get('down', '?')} s, {fig['outages']} times: "
+            f"{fig['failed_down']} calls failed while it was down, {fig['failed_after']} after "
+            "it was back"
+        ]
+        for who, times in sorted(fig["recover"].items()):
+            lines.append(
+                f"  {who}: time to recover {', '.join(f'{t:g}' for t in times)} s "
+                f"(worst {max(times):g} s)"
+            )
+        if not fig["recover"]:
+            lines.append("  no identity failed a call (nothing to recover)")
+        return lines
+    if name == "skew":
+        return [
+            f"provider clock {-SKEW_BEHIND} s behind, {lifetime} s tokens: "
+            f"{fig['refresh_per_min']} refresh requests a minute, {fig['per_identity']} per "
+            f"identity (a token's life allows about {60 / lifetime:.1f})"
+        ]
+    return []
 
 
 def _row(
@@ -380,7 +580,7 @@ def _export(rev: str, into: Path) -> Path:
     return into
 
 
-def _table(title: str, rows: list[dict[str, Any]]) -> str:
+def _table(title: str, rows: list[dict[str, Any]], lifetime: int = 30) -> str:
     cells = [COLUMNS]
     before: Counter[str] = Counter()
     for row in rows:
@@ -425,6 +625,7 @@ def _table(title: str, rows: list[dict[str, Any]]) -> str:
     logouts = rows[-1].get("logouts") or []
     if logouts:
         lines.append("logins asked again at (second of the round, cause): " + ", ".join(logouts))
+    lines += summary(rows[-1].get("case") or {}, lifetime)
     return "\n".join(lines)
 
 
@@ -438,6 +639,10 @@ def main() -> int:
     parser.add_argument("--before", metavar="REV", help="soak REV's code beside the other's")
     parser.add_argument(
         "--after", metavar="REV", help="the code of REV instead of this working tree"
+    )
+    parser.add_argument("--case", choices=CASES, default="faults", help="what to measure")
+    parser.add_argument(
+        "--down", type=float, default=45, help="outage case: seconds the provider is down"
     )
     parser.add_argument("--tables", metavar="LOG", help="print the tables of a soak's output")
     parser.add_argument("--side", help=argparse.SUPPRESS)
@@ -458,9 +663,11 @@ def main() -> int:
     sides = {f"after ({args.after})" if args.after else "after": after}
     if args.before:
         sides = {f"before ({args.before})": _export(args.before, scratch / "before"), **sides}
+    period, plan = schedule(args.case, args.down)
     print(
-        f"soak: {args.minutes:g} min, {args.identities} identities, {args.lifetime} s tokens, "
-        f"faults every {PERIOD} s: " + ", ".join(f"{w}@{t:g}s" for t, w in SCHEDULE),
+        f"soak ({args.case}): {args.minutes:g} min, {args.identities} identities, "
+        f"{args.lifetime} s tokens, faults every {period:g} s: "
+        + ", ".join(f"{w}@{t:g}s" for t, w in plan),
         flush=True,
     )
     procs = {}
@@ -479,6 +686,10 @@ def main() -> int:
                 str(args.identities),
                 "--lifetime",
                 str(args.lifetime),
+                "--case",
+                args.case,
+                "--down",
+                str(args.down),
             ],
             stdout=subprocess.PIPE,
             text=True,
@@ -502,7 +713,7 @@ def main() -> int:
     shutil.rmtree(scratch, ignore_errors=True)
     for label in sides:
         print()
-        print(_table(f"== {label} ==", rows[label]))
+        print(_table(f"== {label} ==", rows[label], args.lifetime))
     return code
 
 

@@ -54,7 +54,7 @@ from app.providers.base import (
     RefreshRefused,
     Settings,
 )
-from app.store.secret_store import SecretStore
+from app.store.secret_store import Recorder, SecretStore
 
 __all__ = [
     "Conversation",
@@ -450,7 +450,11 @@ class Logins:
 
     def _keep(self, st: Entry, session: _Session, tokens: TokenSet | None) -> None:
         """``tokens`` are the identity's from now on, in memory at once; _save_pending puts
-        them in the store (caller holds the session's lock, and calls it once it is out)."""
+        them in the store (caller holds the session's lock, and calls it once it is out).
+        A store that journals gets them on disk first (a local fsync, no keyring): a kill
+        before the store's write then loses no rotated refresh token."""
+        if isinstance(self._store, Recorder):
+            self._store.record(store_key(st.identity), tokens.to_bytes() if tokens else None)
         session.tokens = tokens
         session.loaded = True
         session.unsaved = True

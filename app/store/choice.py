@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from app.errors import StoreError, UsageError
 from app.store import session_bus
+from app.store.journal import TokenJournal
 from app.store.keyring_store import KeyringSecretStore, NoKeyring
 from app.store.memory_store import MemorySecretStore
 from app.store.secret_store import SecretStore
@@ -89,9 +90,16 @@ class TokenStore:
     """
 
     def __init__(
-        self, chosen: StoreChoice, keyring: KeyringSecretStore | None = None, movable: bool = False
+        self,
+        chosen: StoreChoice,
+        keyring: KeyringSecretStore | None = None,
+        movable: bool = False,
+        journal: str | None = None,
     ) -> None:
+        """``journal``: the token journal's path (app.store.journal), used while the tokens
+        are in the keyring."""
         self.chosen = chosen
+        self.journal = TokenJournal(journal, keyring) if journal and keyring else None
         self._keyring = keyring
         self._movable = movable and keyring is not None and chosen.kind == MEMORY
         self._lock = threading.Lock()
@@ -99,16 +107,41 @@ class TokenStore:
         self.on_move: list[Callable[[], None]] = []
         """Called once the tokens are in the keyring (whoever warned of memory stops)."""
 
+    def _journal(self) -> TokenJournal | None:
+        """The journal, replayed, while the tokens are in the keyring (the keyring's errors
+        propagate: nothing is read from it before what a killed agent left is replayed)."""
+        journal = self.journal
+        if journal is None or self.chosen.kind != KEYRING:
+            return None
+        if not journal.opened:
+            journal.open()
+        return journal
+
     def get(self, key: str) -> bytes | None:
+        self._journal()
         return self.chosen.store.get(key)
 
     def set(self, key: str, value: bytes) -> None:
         with self._lock:  # not while the store moves
+            journal = self._journal()
             self.chosen.store.set(key, value)
+        if journal is not None:
+            journal.settled(key, value)
 
     def delete(self, key: str) -> bool:
         with self._lock:
-            return self.chosen.store.delete(key)
+            journal = self._journal()
+            removed = self.chosen.store.delete(key)
+        if journal is not None:
+            journal.settled(key, None)
+        return removed
+
+    def record(self, key: str, value: bytes | None) -> None:
+        """What a provider just answered (None: a logout), on disk before the store is
+        asked (the token journal); nothing where there is no journal."""
+        journal = self.journal
+        if journal is not None and journal.opened and self.chosen.kind == KEYRING:
+            journal.record(key, value)
 
     @property
     def notice(self) -> str | None:
@@ -122,6 +155,9 @@ class TokenStore:
             "store_notice": chosen.notice,
             "store_source": chosen.source or None,
             "store_reason": chosen.reason or None,
+            "store_journal": self.journal.state()
+            if self.journal and chosen.kind == KEYRING
+            else None,
         }
 
     def wants_bus(self, address: str) -> bool:

@@ -112,6 +112,10 @@ def test_readme_first_command_on_a_fresh_headless_machine(headless: KubetrayEnv)
         assert "kubetray-demo" in again.stdout
         status = kt.kubetray("status")
         assert "secrets: no OS keyring here: tokens are kept in memory" in status.stdout
+        doctor = kt.kubetray("doctor", "--kubeconfig", command[2]).stdout
+        said = re.search(r"^WARN +tokens: in memory only \((.+)\): every login ends", doctor, re.M)
+        assert said and "no D-Bus session bus" in said.group(1), doctor
+        assert not (kt.state / "token-journal").exists()  # its key would need the keyring
         exec_args = yaml.safe_load(Path(command[2]).read_text())["users"][0]["user"]["exec"]
         credential = kt.run_helper(*exec_args["args"])
         assert credential.returncode == 0, credential.stderr

@@ -13,6 +13,7 @@ import json
 import os
 import re
 import signal
+import stat
 import subprocess
 import threading
 import time
@@ -433,6 +434,73 @@ def test_sigkill_right_after_a_refresh_answer(kt: KubetrayEnv, keyring_session: 
         print(f"  {delay_ms:4d} ms: {after}, login {'kept' if kept else 'LOST'}")
     assert all(kept for _, saved, kept in trials if saved)  # saved: never lost
     assert sum(saved for _, saved, _ in trials) >= 3
+
+
+def journal_moment(
+    r: Rig, sealed: Path, seen: list[tuple[float, bool]]
+) -> Callable[[dict[str, str]], None]:
+    """A proxy hook: SIGKILL the agent the moment the token journal grows after the next
+    refresh answer left (the answer is then the agent's and on disk, and nothing else is);
+    ``seen`` gets (ms from the answer to the kill, whether the keyring's copy had changed)."""
+    journal = r.kt.state / "token-journal"
+    armed = threading.Event()
+    armed.set()
+
+    def hook(form: dict[str, str]) -> None:
+        if form.get("grant_type") != "refresh_token" or not armed.is_set():
+            return
+        armed.clear()
+        start = time.monotonic()
+        before, keyring_before = journal.stat().st_size, sealed.read_bytes()
+        pid = r.kt.agent_pid()
+        while journal.stat().st_size == before and time.monotonic() - start < 5:
+            time.sleep(0.0002)
+        if pid:
+            os.kill(pid, signal.SIGKILL)
+        took = (time.monotonic() - start) * 1000
+        seen.append((took, sealed.read_bytes() != keyring_before))
+
+    return hook
+
+
+def test_sigkill_once_a_refresh_answer_arrived_loses_no_login(
+    kt: KubetrayEnv, keyring_session: None
+) -> None:
+    """The answer is on disk (the token journal) a local fsync after it arrived, before the
+    keyring is asked: an agent SIGKILLed then comes back, and the next kubectl call is served
+    with the rotated token, no login, ten times over. Most kills land before the keyring's
+    write (read off the sealed file), which is where the login used to be lost."""
+    kills = 10
+    seen: list[tuple[float, bool]] = []
+    with rig(kt) as r:
+        r.login()
+        sealed = list((kt.config / "secrets").glob("*.sealed"))
+        assert len(sealed) == 1
+        for _ in range(kills):
+            pid = r.kt.agent_pid()
+            assert pid
+            r.proxy.on_answer = journal_moment(r, sealed[0], seen)
+            agent_gone(r, pid)
+            r.proxy.on_answer = None
+            assert survived(r)  # the next call is served and refreshes with the rotated token
+            assert r.logins() == 1
+        no_logout(r)
+        mode = stat.S_IMODE((kt.state / "token-journal").stat().st_mode)
+        assert mode == 0o600
+        empty = kt.inputs() / "empty-kubeconfig"
+        empty.write_text("apiVersion: v1\nkind: Config\n")
+        doctor = kt.kubetray("doctor", "--kubeconfig", str(empty)).stdout
+        assert re.search(
+            r"^ok +tokens: in the OS keyring, and each refreshed one in the "
+            r"token journal first",
+            doctor,
+            re.M,
+        ), doctor
+    print("SIGKILL at the journal's write: (ms after the answer, keyring written before)")
+    for took, written in seen:
+        print(f"  {took:6.1f} ms, keyring {'written' if written else 'NOT written yet'}")
+    assert len(seen) == kills
+    assert sum(not written for _, written in seen) >= kills // 2  # the journal saved these
 
 
 def test_sigterm_waits_for_the_refresh_in_flight(kt: KubetrayEnv, keyring_session: None) -> None:

@@ -128,3 +128,24 @@ def test_a_provider_without_verified_tls_is_a_warning_that_names_the_risk() -> N
     assert unchecked.ok and unchecked.warn and "not checked" in unchecked.detail
     local = first("http://127.0.0.1:9")  # nothing listens: the reachability check, not a warning
     assert not local.warn and not local.ok
+
+
+def test_doctor_says_where_the_agent_keeps_tokens_and_why() -> None:
+    from app.doctor import check_tokens
+
+    def agent(**facts: object) -> list[tuple[bool, str, str | None]]:
+        checks = list(check_tokens(lambda: {"agent": {"pid": 1, **facts}}))
+        return [(c.warn, c.detail, c.remedy) for c in checks]
+
+    [(warn, detail, remedy)] = agent(
+        store="memory", store_reason="there is no D-Bus session bus, so no Secret Service"
+    )
+    assert warn and detail.startswith("in memory only (there is no D-Bus session bus")
+    assert "ends when the agent stops" in detail and remedy and "Secret Service" in remedy
+    [(warn, detail, remedy)] = agent(store="memory")
+    assert warn and '"secret_store" is "memory"' in detail
+    [(warn, detail, _)] = agent(store="keyring", store_journal="off: its header is damaged")
+    assert warn and "token journal is off (its header is damaged)" in detail
+    [(warn, detail, _)] = agent(store="keyring", store_journal="on")
+    assert not warn and "token journal first" in detail
+    assert agent() == []  # an agent that says nothing of its store (an older one)

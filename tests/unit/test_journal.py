@@ -1,0 +1,161 @@
+"""The token journal (app/store/journal.py): what a killed agent left comes back at the next
+start, and nothing in the file can be read without the keyring's key."""
+
+import json
+import os
+import stat
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from app.store import journal as jr
+from app.store.choice import KEYRING, StoreChoice, TokenStore
+from app.store.journal import TokenJournal
+from app.store.memory_store import MemorySecretStore
+
+SECRET = b'{"refresh_token": "rt-SECRET-1", "access_token": "at-SECRET-1"}'
+NEWER = b'{"refresh_token": "rt-SECRET-2", "access_token": "at-SECRET-2"}'
+
+
+def killed_after_record(path: Path, keyring: MemorySecretStore, *values: bytes | None) -> None:
+    """An agent that recorded ``values`` for oidc/a and was killed before its keyring write."""
+    j = TokenJournal(str(path), keyring)
+    j.open()
+    for value in values:
+        assert j.record("oidc/a", value)
+    j.close()
+
+
+def test_a_record_the_keyring_lacks_is_replayed_and_the_file_cut_back(tmp_path: Path) -> None:
+    path, keyring = tmp_path / "token-journal", MemorySecretStore()
+    keyring.set("oidc/a", SECRET)
+    killed_after_record(path, keyring, NEWER)
+    data = path.read_bytes()
+    assert b"SECRET" not in data and b"rt-" not in data  # never a plaintext token
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    TokenJournal(str(path), keyring).open()
+    assert keyring.get("oidc/a") == NEWER  # the newest record wins over the older keyring copy
+    assert path.read_bytes() == data[: data.index(b"\n") + 1]  # compacted to the header
+
+
+def test_records_the_keyring_has_are_dropped_without_a_write(tmp_path: Path) -> None:
+    path, keyring = tmp_path / "token-journal", MemorySecretStore()
+    killed_after_record(path, keyring, NEWER)
+    keyring.set("oidc/a", NEWER)
+
+    class Counting(MemorySecretStore):
+        writes = 0
+
+        def set(self, key: str, value: bytes) -> None:
+            self.writes += 1
+            super().set(key, value)
+
+    counting = Counting()
+    for k, v in keyring.items():
+        MemorySecretStore.set(counting, k, v)
+    TokenJournal(str(path), counting).open()
+    assert counting.writes == 0
+
+
+def test_settled_records_leave_only_the_header(tmp_path: Path) -> None:
+    path, keyring = tmp_path / "token-journal", MemorySecretStore()
+    j = TokenJournal(str(path), keyring)
+    j.open()
+    head = path.stat().st_size
+    assert j.record("oidc/a", SECRET) and j.record("oidc/b", NEWER)
+    j.settled("oidc/a", SECRET)
+    assert path.stat().st_size > head  # b is not in the keyring yet
+    j.settled("oidc/b", b"an older value")  # an older write settles nothing
+    assert path.stat().st_size > head
+    j.settled("oidc/b", NEWER)
+    assert path.stat().st_size == head
+
+
+def test_a_torn_last_record_is_ignored_and_the_rest_kept(tmp_path: Path) -> None:
+    path, keyring = tmp_path / "token-journal", MemorySecretStore()
+    j = TokenJournal(str(path), keyring)
+    j.open()
+    assert j.record("oidc/a", SECRET)
+    assert j.record("oidc/b", SECRET)
+    j.close()
+    data = path.read_bytes()
+    path.write_bytes(data[:-7])  # killed in the middle of b's write
+    TokenJournal(str(path), keyring).open()
+    assert keyring.get("oidc/a") == SECRET
+    assert keyring.get("oidc/b") is None
+
+
+def test_a_logout_recorded_is_replayed_as_a_delete(tmp_path: Path) -> None:
+    path, keyring = tmp_path / "token-journal", MemorySecretStore()
+    keyring.set("oidc/a", SECRET)
+    killed_after_record(path, keyring, NEWER, None)
+    TokenJournal(str(path), keyring).open()
+    assert keyring.get("oidc/a") is None
+
+
+def test_records_under_a_key_the_keyring_lost_are_set_aside_not_replaced(tmp_path: Path) -> None:
+    path, keyring = tmp_path / "token-journal", MemorySecretStore()
+    killed_after_record(path, keyring, NEWER)
+    data = path.read_bytes()
+    keyring.delete(jr.KEY_ITEM)  # the keyring was reset: a new key, the old one is gone
+    j = TokenJournal(str(path), keyring)
+    j.open()
+    assert keyring.get("oidc/a") is None
+    aside = [p for p in tmp_path.iterdir() if p.name.startswith("token-journal.unreadable")]
+    assert len(aside) == 1 and aside[0].read_bytes() == data
+    assert j.record("oidc/a", SECRET)  # and the journal works on under the new key
+
+
+def test_a_wrong_key_reads_nothing(tmp_path: Path) -> None:
+    path, keyring = tmp_path / "token-journal", MemorySecretStore()
+    killed_after_record(path, keyring, NEWER)
+    with pytest.raises(KeyError):
+        jr.parse(path.read_bytes(), os.urandom(32))
+
+
+def test_a_newer_format_is_left_alone_and_not_written(tmp_path: Path) -> None:
+    path, keyring = tmp_path / "token-journal", MemorySecretStore()
+    doc = {"format": jr.KIND, "version": 2, "kubetray": "9.0", "key": "x"}
+    data = json.dumps(doc).encode() + b"\n" + b"\x00\x00\x00\x40" + os.urandom(64)
+    path.write_bytes(data)
+    j = TokenJournal(str(path), keyring)
+    j.open()
+    assert j.off and "format 2" in j.off and "9.0" in j.off
+    assert not j.record("oidc/a", SECRET)
+    assert path.read_bytes() == data
+
+
+def test_the_header_names_its_format(tmp_path: Path) -> None:
+    path, keyring = tmp_path / "token-journal", MemorySecretStore()
+    TokenJournal(str(path), keyring).open()
+    doc = json.loads(path.read_bytes().split(b"\n")[0])
+    assert doc["format"] == jr.KIND and doc["version"] == 1 and doc["kubetray"]
+
+
+def test_an_old_key_is_rotated_when_the_journal_is_empty(tmp_path: Path) -> None:
+    path, keyring = tmp_path / "token-journal", MemorySecretStore()
+    later = datetime.now(UTC) + jr.ROTATE_AFTER + timedelta(days=1)
+    TokenJournal(str(path), keyring).open()
+    first = keyring.get(jr.KEY_ITEM)
+    killed_after_record(path, keyring, NEWER)
+    j = TokenJournal(str(path), keyring, clock=lambda: later)
+    j.open()
+    assert keyring.get(jr.KEY_ITEM) != first
+    assert keyring.get("oidc/a") == NEWER  # replayed under the old key first
+    assert j.record("oidc/b", SECRET)
+    j.close()
+    keyring.delete("oidc/b")
+    TokenJournal(str(path), keyring).open()
+    assert keyring.get("oidc/b") == SECRET
+
+
+def test_the_token_store_replays_before_its_first_read(tmp_path: Path) -> None:
+    path, keyring = tmp_path / "token-journal", MemorySecretStore()
+    keyring.set("oidc/a", SECRET)
+    killed_after_record(path, keyring, NEWER)
+    store = TokenStore(StoreChoice(keyring, KEYRING, None), keyring, journal=str(path))  # type: ignore[arg-type]
+    assert store.get("oidc/a") == NEWER
+    store.record("oidc/a", SECRET)
+    store.set("oidc/a", SECRET)
+    assert path.stat().st_size == path.read_bytes().index(b"\n") + 1
