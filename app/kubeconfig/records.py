@@ -49,6 +49,8 @@ class UserChange:
 
     def to_dict(self) -> dict[str, Any]:
         doc = asdict(self)
+        if doc["text"] is None:  # 0.1.0 reads records with cls(**doc): only its fields
+            del doc["text"]
         return {**doc.pop("extra"), **doc}
 
     @classmethod
