@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help system-deps install run test test-fast lint bench bench-login bench-idle bench-installed bench-hardening bench-eks bench-scale bench-all soak bench-recover package fuzz screenshots clean
+.PHONY: help system-deps install run test test-fast lint bench bench-login bench-idle bench-installed bench-hardening bench-eks bench-scale bench-status bench-all soak bench-recover package fuzz screenshots clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 18
@@ -106,6 +106,9 @@ bench-idle: system-deps install ## print the app's idle RSS and CPU (bench/idle)
 
 bench-scale: system-deps install $(NODE_DEPS) ## costs at 1 to 500 contexts and identities (bench/scale; BENCH_ARGS=--before-tree DIR)
 	$(BIN)/python bench/scale.py $(BENCH_ARGS)
+
+bench-status: install ## the agent's status answer at 10, 100, 400 identities, beside asdict's (bench/status_wire)
+	$(BIN)/python bench/status_wire.py $(BENCH_ARGS)
 
 bench-hardening: system-deps install ## the agent under abuse: RSS, waits, load (bench/hardening)
 	scripts/with-keyring $(BIN)/python bench/hardening.py

@@ -1,7 +1,7 @@
 """The broker's nouns: identities, credentials, callers and the record of calls."""
 
 import threading
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -137,8 +137,13 @@ class IdentityStatus:
         return self.kind not in STORED_KINDS
 
     def to_dict(self) -> dict[str, Any]:
-        doc = asdict(self)
+        # Field by field, not dataclasses.asdict: its deep copy of every tuple cost 0.1 ms an
+        # identity, most of a status at 400 identities (the values are immutable already).
+        doc = {name: getattr(self, name) for name in _STATUS_FIELDS}
         doc["state"] = str(self.state)
+        doc["groups"], doc["clusters"] = list(self.groups), list(self.clusters)
+        doc["contexts"] = list(self.contexts)
+        doc["details"] = [list(pair) for pair in self.details]
         return doc
 
     @classmethod
@@ -155,6 +160,9 @@ class IdentityStatus:
             if isinstance(pair, list | tuple) and len(pair) == 2
         )
         return cls(**values)
+
+
+_STATUS_FIELDS = tuple(f.name for f in fields(IdentityStatus))
 
 
 class Decision(StrEnum):
