@@ -118,6 +118,14 @@ class Broker:
             self._renamed(before, st.identity.name)
         return st
 
+    def proposed_identity(
+        self, request: Request, kubeconfig: str | Callable[[], str | None] | None = None
+    ) -> Entry:
+        """The identity identity(request) would return, ignoring a ``--name``, without
+        creating, renaming or writing anything (``new``: it does not exist yet)."""
+        settings = self.wanted(request).settings
+        return self.registry.proposed(settings, lambda: self._kubeconfig_name(settings, kubeconfig))
+
     def known_identity(self, request: Request) -> Entry | None:
         """The identity identity(request) would return if it neither creates nor renames
         one, else None (nothing done): for a caller that wants an answer at once."""
