@@ -14,6 +14,8 @@ from pytestqt.qtbot import QtBot
 
 from app import compose
 from app.broker.broker import utcnow
+from app.broker.consent import QUESTIONS_PER_HOST
+from app.model import Standing
 from app.settings import Settings
 from app.static_credentials import token_credential
 from app.store.memory_store import MemorySecretStore
@@ -124,6 +126,67 @@ def test_each_identity_a_host_asks_for_waits_for_the_person(
     assert {c.caller.remote for c in calls} == {"devvm"}
     hosts = {h.host: str(h.standing) for h in app.controller.remote_hosts()}
     assert hosts == {"devvm": "denied"}
+
+
+def test_allow_once_serves_only_the_identity_its_question_named(
+    qtbot: QtBot, app: TrayApp, kt: KubetrayEnv, tmp_path: Path
+) -> None:
+    """dev, then prod while dev's question is open: two questions; "Allow once" on dev's
+    serves dev, and prod waits for its own answer."""
+    with ssh_relay(tmp_path, str(kt.runtime / "agent.sock"), host="devvm") as (sock, _):
+        dev = remote_kubectl(kt, sock, "dev")
+        qtbot.waitUntil(lambda: "devvm as dev" in app.consent_dialogs, timeout=15000)
+        prod = remote_kubectl(kt, sock, "prod")
+        qtbot.waitUntil(lambda: "devvm as prod" in app.consent_dialogs, timeout=15000)
+        app.consent_dialogs["devvm as dev"].buttons["Allow once"].click()
+        out, err = dev.communicate(timeout=30)
+        assert dev.returncode == 0 and DEV_TOKEN in out and TOKEN not in out, err
+        assert prod.poll() is None and app.consent_dialogs["devvm as prod"].isVisible()
+        app.consent_dialogs["devvm as prod"].buttons["Allow once"].click()
+        out, err = prod.communicate(timeout=30)
+        assert prod.returncode == 0 and TOKEN in out, err
+        # Once is once: the next request asks again.
+        again = remote_kubectl(kt, sock, "dev")
+        qtbot.waitUntil(lambda: app.consent_dialogs["devvm as dev"].isVisible(), timeout=15000)
+        app.consent_dialogs["devvm as dev"].buttons["Always allow"].click()
+        out, err = again.communicate(timeout=30)
+        assert again.returncode == 0 and DEV_TOKEN in out, err
+    hosts = {h.host: h.identities for h in app.controller.remote_hosts()}
+    assert hosts == {"devvm": (("dev", Standing.ALWAYS),)}
+
+
+def test_a_flood_of_identities_gets_a_few_questions_and_fails_fast(
+    qtbot: QtBot, app: TrayApp, kt: KubetrayEnv, tmp_path: Path
+) -> None:
+    """A host asking for identity after identity: QUESTIONS_PER_HOST questions, the rest
+    refused at once in one line; nothing is made or written for any of them."""
+    identities = kt.config / "identities.json"
+    before = identities.read_bytes() if identities.exists() else None
+    with ssh_relay(tmp_path, str(kt.runtime / "agent.sock"), host="devvm") as (sock, _):
+        procs = [remote_kubectl(kt, sock, f"prodadmin-{n}") for n in range(20)]
+        qtbot.waitUntil(
+            lambda: sum(p.poll() is not None for p in procs) == 20 - QUESTIONS_PER_HOST,
+            timeout=30000,
+        )
+        asked = [k for k in app.consent_dialogs if k.startswith("devvm as prodadmin-")]
+        assert len(asked) == QUESTIONS_PER_HOST
+        for p in procs:
+            if p.poll() is not None:
+                _out, err = p.communicate()
+                assert p.returncode == 1
+                assert err.strip().startswith(
+                    "kubetray on your desktop asks no more questions about devvm for now"
+                ), err
+        for key in asked:
+            app.consent_dialogs[key].buttons["Deny"].click()
+        for p in procs:
+            p.communicate(timeout=30)
+            assert p.returncode == 1
+        later = remote_kubectl(kt, sock, "dev")  # denied: refused without a question
+        out, err = later.communicate(timeout=30)
+        assert out == "" and "refuses requests forwarded from devvm until its agent" in err
+    assert (identities.read_bytes() if identities.exists() else None) == before
+    assert len(app.consent_dialogs) == QUESTIONS_PER_HOST
 
 
 def test_an_unanswered_question_times_out_with_one_line(
