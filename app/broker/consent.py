@@ -74,6 +74,10 @@ class Consent:
         self._asked: dict[str, list[float]] = {}
         """Per host, when its recent questions were asked (monotonic)."""
         self._seen: dict[str, tuple[str, int]] = {}
+        self._refused: dict[tuple[str, str], str] = {}
+        """(host, identity name) → the identity's key, of recent refusals: ``kubetray remote
+        allow HOST NAME`` after one allows that identity even if it is named otherwise by the
+        time it is made (by a local kubectl's kubeconfig)."""
 
     # -- what is kept -------------------------------------------------------------------------
 
@@ -113,8 +117,10 @@ class Consent:
 
     @staticmethod
     def _always(saved: dict[str, Any], host: str, identity: str, key: str) -> bool:
+        """A kept grant names the identity by key where it was known (its name may have
+        changed since, or be taken by another one later), else by name."""
         return any(
-            g["host"] == host and g["identity"] == identity and g.get("key", key) == key
+            g["host"] == host and (g["key"] == key if "key" in g else g["identity"] == identity)
             for g in saved["always"]
         )
 
@@ -122,6 +128,7 @@ class Consent:
         """Serve ``identity`` to ``host`` from now on, without asking (kept). ``key``: the
         identity's key, when known (then only that identity, not a later one of its name)."""
         with self._lock:
+            key = key or self._refused.get((host, identity))
             saved = self._saved()
             grant: dict[str, str] = {"host": host, "identity": identity}
             if key is not None:
@@ -248,6 +255,10 @@ class Consent:
                 return
             ask = self.ask
             if ask is None:
+                self._refused.pop((host, identity), None)
+                self._refused[(host, identity)] = key
+                while len(self._refused) > MAX_HOSTS:
+                    del self._refused[next(iter(self._refused))]
                 raise ConsentRefused(
                     f"the kubetray agent on your desktop serves an SSH host only the identities "
                     f"it was told about, and nobody is there to ask whether {host} may have a "

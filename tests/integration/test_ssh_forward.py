@@ -692,7 +692,7 @@ def test_one_login_serves_a_local_and_a_remote_kubectl_asking_at_once(
             finally:
                 hold.unlink()
             there, here = remote_run.result(timeout=180), local_run.result(timeout=180)
-    assert there.returncode == 0, there.stderr
+    assert there.returncode == 0, kt.kubetray("remote", "list").stdout + there.stderr
     assert here.returncode == 0, here.stderr
     assert there.stdout == here.stdout
     opened = [e for e in browser_log(browser_opened(kt)) if e["event"] == "opened"]

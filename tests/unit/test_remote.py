@@ -74,6 +74,16 @@ def test_an_always_grant_with_a_key_serves_only_that_identity(consent: Consent) 
     assert not consent.granted("a", "dev", "oidc:key-2")  # a later identity of that name
 
 
+def test_allowing_the_name_a_refusal_gave_allows_that_identity_by_key(consent: Consent) -> None:
+    """The headless agent's line names a new identity as it would be named; if a local
+    kubectl makes it first under another name, the grant still serves it (and no other)."""
+    with pytest.raises(ConsentRefused, match="kubetray remote allow h kubectl@idp"):
+        consent.check("h", "kubectl@idp", None, key="oidc:k1", new=True)
+    consent.allow("h", "kubectl@idp")
+    consent.check("h", "u", None, key="oidc:k1")  # named u by the desktop's kubeconfig
+    assert not consent.granted("h", "kubectl@idp", "oidc:k2")
+
+
 def test_an_older_host_wide_allow_grants_no_identity(consent: Consent, tmp_path: Path) -> None:
     """What kubetray before per-identity consent kept for "Always allow": the host, for any
     identity. It is kept in the file (an older kubetray still reads it) but grants nothing:
