@@ -208,17 +208,13 @@ class GetCredential:
                 wanted = dataclasses.replace(wanted, name=None)
                 if consent is None:
                     raise AppError(f"this kubetray agent serves no SSH forwards ({remote})")
-                about = self._broker.proposed_identity(wanted, lambda: _kubeconfig(env))
-                name = _clip(about.identity.name)
+                about, new = self._broker.proposed_identity(wanted, lambda: _kubeconfig(env))
+                name = _clip(about.name)
                 if at_once:
-                    if about.new or not consent.granted(
-                        remote, about.identity.name, about.identity.key
-                    ):
+                    if new or not consent.granted(remote, about.name, about.key):
                         return None  # a question for the person: the full request asks it
                 else:
-                    consent.check(
-                        remote, about.identity.name, cluster, conv, about.identity.key, about.new
-                    )
+                    consent.check(remote, about.name, cluster, conv, about.key, new)
             # Which identity (a new one is named after the caller's kubeconfig user).
             if at_once:
                 known = self._broker.known_identity(wanted)
