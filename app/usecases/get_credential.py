@@ -1,7 +1,8 @@
 """kubectl asks for a credential: the story of one kubetray-exec call, top to bottom.
 
-Read what kubectl sent → the settings it names → which identity → for a request forwarded
-over SSH, the person's consent → its credential (memory, the store, a refresh, or the one
+Read what kubectl sent → the settings it names → for a request forwarded over SSH, the
+person's consent to the identity it would be (nothing made or written before) → which
+identity → its credential (memory, the store, a refresh, or the one
 login every caller shares) → the ExecCredential in the version kubectl asked for → one record
 for Diagnostics. Every failure becomes one line for kubectl's stderr; the record says what
 happened either way.
