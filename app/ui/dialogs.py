@@ -29,7 +29,7 @@ from app.model import Decision, Question
 from app.oidc.settings import Metadata
 from app.ui import icons
 from app.ui.controller import Added, LoginFacts, TrayController
-from app.ui.text import breakable, capability_words, kubectl_line
+from app.ui.text import breakable, capability_words, elide, kubectl_line
 
 
 def ask(parent: QWidget | None, name: str, text: str, secret: bool) -> str | None:
@@ -106,9 +106,15 @@ class LoginDialog(QDialog):
         self.answer.setFocus()
 
 
+def shown(name: str) -> str:
+    """A host or identity as a consent question shows it (a remote host chooses how long a
+    new identity's name is: the dialog stays a dialog)."""
+    return breakable(elide(name, 120))
+
+
 def scope(question: Question) -> str:
     """What each answer grants, as the consent dialog says it."""
-    host, identity = breakable(question.host), breakable(question.identity)
+    host, identity = shown(question.host), shown(question.identity)
     return (
         f"Allow once: this request only. For this session: {host} may have tokens as "
         f"{identity} until kubetray stops, without asking. Always: the same, kept. Either way "
@@ -141,17 +147,16 @@ class ConsentDialog(QDialog):
         self, controller: TrayController, question: Question, parent: QWidget | None = None
     ) -> None:
         super().__init__(parent)
-        self.setWindowTitle(f"kubetray: {question.host} asks for a token as {question.identity}")
+        self.setWindowTitle(
+            f"kubetray: {elide(question.host, 60)} asks for a token as "
+            f"{elide(question.identity, 60)}"
+        )
         self._controller = controller
         self.question = question
         text = QLabel(
-            f"<b>{html.escape(breakable(question.host))}</b> wants a token"
-            + (
-                f" for <b>{html.escape(breakable(question.cluster))}</b>"
-                if question.cluster
-                else ""
-            )
-            + f" as <b>{html.escape(breakable(question.identity))}</b>"
+            f"<b>{html.escape(shown(question.host))}</b> wants a token"
+            + (f" for <b>{html.escape(shown(question.cluster))}</b>" if question.cluster else "")
+            + f" as <b>{html.escape(shown(question.identity))}</b>"
             + (" (a new identity: allowing it lets the request make it)" if question.new else "")
             + ".<br>kubectl there is waiting, through your SSH session's forward.<br><small>"
             + html.escape(scope(question))
