@@ -221,17 +221,26 @@ def install_helper(ssh_args: list[str], host: str) -> str:
 
 
 def cmd_remote(args: argparse.Namespace) -> int:
-    """kubetray remote list / allow HOST / deny HOST / forget HOST."""
+    """kubetray remote list / allow HOST IDENTITY / deny HOST / forget HOST [IDENTITY]."""
     from app import compose
     from app.agent import client
     from app.broker import consent
 
     if args.action != "list" and not args.host:
         raise UsageError(f"kubetray remote {args.action} needs a HOST")
+    if args.action == "allow" and not args.identity:
+        raise UsageError(
+            f"kubetray remote allow needs the identity too: kubetray remote allow {args.host} "
+            "IDENTITY (kubetray status lists them)"
+        )
     try:
-        result = client.call("remote", action=args.action, host=args.host or "")
+        result = client.call(
+            "remote", action=args.action, host=args.host or "", identity=args.identity or ""
+        )
     except AgentNotRunning:  # the kept decisions, which the agent reads when it starts
-        code, out, err = consent.manage(compose.remote_hosts(), args.action, args.host or "")
+        code, out, err = consent.manage(
+            compose.remote_hosts(), args.action, args.host or "", args.identity
+        )
         result = {"exit": code, "stdout": out, "stderr": err}
     if result.get("exit") != 0:
         raise AppError(str(result.get("stderr") or "the agent refused"))
@@ -241,10 +250,14 @@ def cmd_remote(args: argparse.Namespace) -> int:
         return 0
     hosts = json.loads(out or "{}").get("remote") or []
     if not hosts:
-        print("no SSH host has asked yet; kubetray remote allow HOST allows one beforehand")
+        print(
+            "no SSH host has asked yet; kubetray remote allow HOST IDENTITY allows one beforehand"
+        )
     for h in hosts:
         used = f", last used {h['last_used']}, {h['calls']} calls" if h.get("last_used") else ""
         print(f"{h['host']}: {h['standing']}{used}")
+        for name, standing in sorted((h.get("identities") or {}).items()):
+            print(f"  as {name}: {standing}")
     return 0
 
 
@@ -269,7 +282,7 @@ def add_parsers(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> N
         "ssh to a host with kubetray forwarded for this session",
         "Run ssh with this desktop's kubetray agent forwarded (like ssh -A for ssh-agent). SSH "
         "options and a remote command go to ssh as given. The first request from the host asks "
-        "you in the tray app; kubetray remote allow HOST allows it ahead.",
+        "you in the tray app; kubetray remote allow HOST IDENTITY allows one identity ahead.",
         [
             "kubetray ssh --install-helper bastion",
             "kubetray ssh bastion",
@@ -289,10 +302,16 @@ def add_parsers(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> N
         "remote",
         "which SSH hosts may have credentials through a forward (like ssh-add -l/-d)",
         "List, allow or deny the SSH hosts whose kubectl asks this desktop's kubetray for "
-        "credentials. allow: always served; deny: always refused; forget: ask again. The "
-        "headless agent serves only allowed hosts.",
-        ["kubetray remote list", "kubetray remote allow bastion", "kubetray remote deny bastion"],
+        "credentials. allow HOST IDENTITY: that identity always served to that host; deny: "
+        "the host always refused; forget: ask again (about one identity, or all). The "
+        "headless agent serves only what was allowed.",
+        [
+            "kubetray remote list",
+            "kubetray remote allow bastion dev",
+            "kubetray remote deny bastion",
+        ],
     )
     p.add_argument("action", choices=("list", "allow", "deny", "forget"))
     p.add_argument("host", nargs="?", metavar="HOST")
+    p.add_argument("identity", nargs="?", metavar="IDENTITY")
     p.set_defaults(func=cmd_remote)

@@ -181,15 +181,19 @@ class Standing(StrEnum):
     SESSION = "allowed this session"
     DENIED = "denied"
     ASKS = "asks"
+    OLD_ALLOW = "asks for each identity (an older kubetray allowed every identity)"
 
 
 @dataclass
 class Question:
-    """One host's pending question: the app answers it, the waiting requests read it."""
+    """One pending question, for one identity on one host: the app answers it, the requests
+    waiting for that identity from that host read it."""
 
     host: str
     cluster: str | None
     identity: str
+    new: bool = False
+    """The identity does not exist yet: allowing it also lets the host's request make it."""
     decision: Decision | None = None
     answered: threading.Event = field(default_factory=threading.Event)
     """Set by the answer, or when nobody answered in time (``expired``)."""
@@ -205,7 +209,8 @@ class Question:
     def text(self) -> str:
         """The question as the person reads it."""
         cluster = f" for {self.cluster}" if self.cluster else ""
-        return f"{self.host} wants a token{cluster} as {self.identity}, over SSH"
+        new = " (a new identity)" if self.new else ""
+        return f"{self.host} wants a token{cluster} as {self.identity}{new}, over SSH"
 
 
 @dataclass(frozen=True)
@@ -216,11 +221,14 @@ class RemoteHost:
     standing: Standing
     last_used: str | None = None
     calls: int = 0
+    identities: tuple[tuple[str, Standing], ...] = ()
+    """The identities the host may have, and for how long (always, this session)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "host": self.host,
             "standing": str(self.standing),
+            "identities": {name: str(standing) for name, standing in self.identities},
             "last_used": self.last_used,
             "calls": self.calls,
         }

@@ -263,7 +263,7 @@ def shoot(work: Path, procs: list[subprocess.Popen[bytes]]) -> int:
         question = Question("devvm", "https://api.prod.example:6443", "alice@idp.example")
         controller.consent_asked.emit(question)
         settle()
-        view.consent_dialogs["devvm"].grab().save(str(OUT / "ssh-consent.png"))
+        view.consent_dialogs["devvm as alice@idp.example"].grab().save(str(OUT / "ssh-consent.png"))
         question.answer(Decision.DENY)
         shoot_add_cluster(controller, idp.issuer, settle)
         shoot_login_dialog(controller, settle)

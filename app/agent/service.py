@@ -297,14 +297,17 @@ class Service:
         }
 
     def _remote(self, request: dict[str, Any], send: Send) -> None:
-        """kubetray remote list / allow HOST / deny HOST / forget HOST."""
+        """kubetray remote list / allow HOST IDENTITY / deny HOST / forget HOST [IDENTITY]."""
         action, host = _str(request, "action"), _str(request, "host")
+        identity = _str(request, "identity")
         if action not in ("list", "allow", "deny", "forget") or (action != "list" and not host):
             raise BadRequest("remote needs an action (list, allow, deny, forget) and a host")
         if self._broker.consent is None:
             send(_result(1, stderr="this agent serves no SSH forwards"))
             return
-        code, out, err = consent.manage(self._broker.consent, action, host)
+        known = self._broker.registry.find(identity) if action == "allow" and identity else None
+        key = known.identity.key if known else None
+        code, out, err = consent.manage(self._broker.consent, action, host, identity, key)
         send(_result(code, stdout=out, stderr=err))
 
     def _account(self, op: str, request: dict[str, Any], send: Send, receive: Receive) -> None:

@@ -19,7 +19,15 @@ from app.broker.flight import Conversation
 from app.broker.logins import Logins, SessionView, at
 from app.broker.registry import Entry, Registry
 from app.errors import AppError, CredentialError, UsageError
-from app.model import STORED, CallRecord, ContextUse, Credential, IdentityStatus, State
+from app.model import (
+    STORED,
+    CallRecord,
+    ContextUse,
+    Credential,
+    Identity,
+    IdentityStatus,
+    State,
+)
 from app.oidc.errors import clock_words
 from app.oidc.tokens import MIN_MARGIN, TokenSet, handed_out_expiry
 from app.providers.base import Settings, Token, TokensRefused, Wanted
@@ -117,6 +125,14 @@ class Broker:
         if before is not None and before != st.identity.name:
             self._renamed(before, st.identity.name)
         return st
+
+    def proposed_identity(
+        self, request: Request, kubeconfig: str | Callable[[], str | None] | None = None
+    ) -> tuple[Identity, bool]:
+        """The identity identity(request) would return, ignoring a ``--name``, without
+        creating, renaming or writing anything, and whether it does not exist yet."""
+        settings = self.wanted(request).settings
+        return self.registry.proposed(settings, lambda: self._kubeconfig_name(settings, kubeconfig))
 
     def known_identity(self, request: Request) -> Entry | None:
         """The identity identity(request) would return if it neither creates nor renames

@@ -159,6 +159,24 @@ class Registry:
             self._save_index()
             return st
 
+    def proposed(
+        self, settings: Settings, default: Callable[[], str] | None = None
+    ) -> tuple[Identity, bool]:
+        """The identity login(settings, None, default) would return, named as it would be
+        but neither kept nor written, and whether it is new (a stored credential's is in the
+        store): what a question about an SSH host's request names before anything is made."""
+        self._load_index()
+        key = settings.key
+        with self._lock:
+            st = self._states.get(key)
+            if st is not None:
+                return st.identity, False
+            if settings.kind == STORED:
+                return Identity(key, settings.fallback_name, STORED), False
+            by_user = default() if default and settings.named_by_kubeconfig else None
+            name = idmod.unique_name(by_user or settings.fallback_name, self._taken(key))
+            return Identity(key, name, settings.kind), True
+
     oidc = login
     """The name the first rounds gave ``login`` (OIDC was the only login)."""
 

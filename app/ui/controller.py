@@ -424,12 +424,19 @@ class TrayController(QObject):
         """SSH hosts decided about or seen, for Settings."""
         return self.broker.consent.hosts() if self.broker.consent else []
 
-    def decide_remote(self, host: str, action: str) -> None:
-        """Settings: allow HOST always, deny it, or forget the decision (ask again)."""
+    def decide_remote(self, host: str, action: str, identity: str | None = None) -> None:
+        """Settings: allow IDENTITY to HOST always, deny HOST, or forget the decision about
+        it or one of its identities (ask again)."""
         consent = self.broker.consent
         if consent is None:
             return
-        {"allow": consent.allow, "deny": consent.deny, "forget": consent.forget}[action](host)
+        if action == "allow" and identity:
+            known = self.broker.registry.find(identity)
+            consent.allow(host, identity, known.identity.key if known else None)
+        elif action == "deny":
+            consent.deny(host)
+        elif action == "forget":
+            consent.forget(host, identity)
 
     def remove(self, name: str) -> None:
         """Log out of ``name`` and remove it from kubetray (kubectl's next use brings it back)."""

@@ -29,7 +29,7 @@ from app.model import Decision, Question
 from app.oidc.settings import Metadata
 from app.ui import icons
 from app.ui.controller import Added, LoginFacts, TrayController
-from app.ui.text import breakable, capability_words, kubectl_line
+from app.ui.text import breakable, capability_words, elide, kubectl_line
 
 
 def ask(parent: QWidget | None, name: str, text: str, secret: bool) -> str | None:
@@ -106,8 +106,31 @@ class LoginDialog(QDialog):
         self.answer.setFocus()
 
 
+def shown(name: str) -> str:
+    """A host or identity as a consent question shows it (a remote host chooses how long a
+    new identity's name is: the dialog stays a dialog)."""
+    return breakable(elide(name, 120))
+
+
+def scope(question: Question) -> str:
+    """What each answer grants, as the consent dialog says it."""
+    host, identity = shown(question.host), shown(question.identity)
+    return (
+        f"Allow once: this request only. For this session: {host} may have tokens as "
+        f"{identity} until kubetray stops, without asking. Always: the same, kept. Either way "
+        f"{host} is asked about any other identity. Deny: {host} is refused, every identity, "
+        "until kubetray stops."
+    )
+
+
+def consent_key(question: Question) -> str:
+    """The app's handle of a consent question: one per identity per host."""
+    return f"{question.host} as {question.identity}"
+
+
 class ConsentDialog(QDialog):
-    """An SSH host's first request: allow once, for this session, always, or deny (ssh-add -c).
+    """An SSH host's first request for an identity: allow once, for this session, always, or
+    deny (ssh-add -c).
 
     It closes itself when the question is settled elsewhere (timed out, or denied from the
     command line).
@@ -124,18 +147,20 @@ class ConsentDialog(QDialog):
         self, controller: TrayController, question: Question, parent: QWidget | None = None
     ) -> None:
         super().__init__(parent)
-        self.setWindowTitle(f"kubetray: {question.host} asks for a token")
+        self.setWindowTitle(
+            f"kubetray: {elide(question.host, 60)} asks for a token as "
+            f"{elide(question.identity, 60)}"
+        )
         self._controller = controller
         self.question = question
         text = QLabel(
-            f"<b>{html.escape(breakable(question.host))}</b> wants a token"
-            + (
-                f" for <b>{html.escape(breakable(question.cluster))}</b>"
-                if question.cluster
-                else ""
-            )
-            + f" as <b>{html.escape(breakable(question.identity))}</b>.<br>kubectl there is "
-            "waiting, through your SSH session's forward."
+            f"<b>{html.escape(shown(question.host))}</b> wants a token"
+            + (f" for <b>{html.escape(shown(question.cluster))}</b>" if question.cluster else "")
+            + f" as <b>{html.escape(shown(question.identity))}</b>"
+            + (" (a new identity: allowing it lets the request make it)" if question.new else "")
+            + ".<br>kubectl there is waiting, through your SSH session's forward.<br><small>"
+            + html.escape(scope(question))
+            + "</small>"
         )
         text.setWordWrap(True)
         buttons = QDialogButtonBox()
@@ -407,8 +432,9 @@ class SettingsDialog(QDialog):
         form.addRow(self.problem)
         form.addRow(
             _wrapped(
-                "SSH hosts that ask for tokens through a forward (kubetray ssh). Select one "
-                "to allow it always, deny it, or have kubetray ask again:"
+                "SSH hosts that ask for tokens through a forward (kubetray ssh), and the "
+                "identities each may have. Select an identity to allow it always, a host to "
+                "deny it, either to have kubetray ask again:"
             )
         )
         self.remote = QListWidget()
@@ -441,8 +467,12 @@ class SettingsDialog(QDialog):
         hosts = self._controller.remote_hosts()
         for h in hosts:
             item = QListWidgetItem(f"{h.host}: {h.standing}")
-            item.setData(Qt.ItemDataRole.UserRole, h.host)
+            item.setData(Qt.ItemDataRole.UserRole, (h.host, ""))
             self.remote.addItem(item)
+            for name, standing in h.identities:
+                item = QListWidgetItem(f"    as {name}: {standing}")
+                item.setData(Qt.ItemDataRole.UserRole, (h.host, name))
+                self.remote.addItem(item)
         if not hosts:
             item = QListWidgetItem("No SSH host has asked yet.")
             item.setFlags(Qt.ItemFlag.NoItemFlags)
@@ -454,13 +484,15 @@ class SettingsDialog(QDialog):
         chosen = (
             item is not None and item.isSelected() and bool(item.data(Qt.ItemDataRole.UserRole))
         )
-        for button in self.remote_buttons:
-            button.setEnabled(chosen)
+        identity = bool(chosen and item is not None and item.data(Qt.ItemDataRole.UserRole)[1])
+        for button in self.remote_buttons:  # "Always allow" needs an identity
+            button.setEnabled(chosen and (identity or button is not self.remote_buttons[0]))
 
     def _decide(self, action: str) -> None:
         item = self.remote.currentItem()
         if item is not None:
-            self._controller.decide_remote(item.data(Qt.ItemDataRole.UserRole), action)
+            host, identity = item.data(Qt.ItemDataRole.UserRole)
+            self._controller.decide_remote(host, action, identity or None)
             self._fill_remote()
 
     def save(self) -> None:

@@ -36,7 +36,13 @@ from shiboken6 import Shiboken
 from app.model import IdentityStatus, State
 from app.ui import icons
 from app.ui.controller import TrayController
-from app.ui.dialogs import AddClusterDialog, ConsentDialog, SettingsDialog, ask_login
+from app.ui.dialogs import (
+    AddClusterDialog,
+    ConsentDialog,
+    SettingsDialog,
+    ask_login,
+    consent_key,
+)
 from app.ui.notify import DEFAULT, DesktopNotifications
 from app.ui.text import details, elide, time_left, who
 from app.ui.tray_host import TrayHost
@@ -515,18 +521,19 @@ class TrayApp(QObject):
     def _consent(self, question: Any) -> None:
         if self._closed:
             return
-        old = self.consent_dialogs.pop(question.host, None)
+        key = consent_key(question)
+        old = self.consent_dialogs.pop(key, None)
         if old is not None:
             dispose(old)
         dialog = ConsentDialog(self.controller, question)
-        dialog.finished.connect(lambda _r, host=question.host: self._consent_done(host))
-        self.consent_dialogs[question.host] = dialog
+        dialog.finished.connect(lambda _r, key=key: self._consent_done(key))
+        self.consent_dialogs[key] = dialog
         bring_to_front(dialog)
-        self.show_notification("remote", question.host, "kubetray: an SSH host asks", question.text)
+        self.show_notification("remote", key, "kubetray: an SSH host asks", question.text)
 
-    def _consent_done(self, host: str) -> None:
-        if self._notified.get(host) == "remote":
-            self.withdraw_notification(host)
+    def _consent_done(self, key: str) -> None:
+        if self._notified.get(key) == "remote":
+            self.withdraw_notification(key)
 
     def show_notification(self, kind: str, name: str, title: str, text: str) -> None:
         if self._closed:  # queued by a login thread before Quit; the tray is gone

@@ -1,12 +1,14 @@
 """kubectl asks for a credential: the story of one kubetray-exec call, top to bottom.
 
-Read what kubectl sent → the settings it names → which identity → for a request forwarded
-over SSH, the person's consent → its credential (memory, the store, a refresh, or the one
+Read what kubectl sent → the settings it names → for a request forwarded over SSH, the
+person's consent to the identity it would be (nothing made or written before) → which
+identity → its credential (memory, the store, a refresh, or the one
 login every caller shares) → the ExecCredential in the version kubectl asked for → one record
 for Diagnostics. Every failure becomes one line for kubectl's stderr; the record says what
 happened either way.
 """
 
+import dataclasses
 import functools
 import json
 import logging
@@ -195,6 +197,25 @@ class GetCredential:
                 if at_once and self._bus.wants_bus(bus):
                     return None
                 self._bus.offer_bus(bus)
+            # A prompt only where a person sees and answers it: both ends are the terminal
+            # (kubernetes_asyncio captures stderr while stdin is one).
+            interactive = info.interactive and req.stdin_tty and req.stderr_tty
+            conv = conversation(interactive, req.stderr_tty)
+            consent = self._broker.consent
+            if remote:
+                # From an SSH host: only with the person's consent to this identity on this
+                # host, asked before anything is made or written. The desktop names
+                # identities: a forwarded --name is ignored.
+                wanted = dataclasses.replace(wanted, name=None)
+                if consent is None:
+                    raise AppError(f"this kubetray agent serves no SSH forwards ({remote})")
+                about, new = self._broker.proposed_identity(wanted, lambda: _kubeconfig(env))
+                name = _clip(about.name)
+                if at_once:
+                    if new or not consent.granted(remote, about.name, about.key):
+                        return None  # a question for the person: the full request asks it
+                else:
+                    consent.check(remote, about.name, cluster, conv, about.key, new)
             # Which identity (a new one is named after the caller's kubeconfig user).
             if at_once:
                 known = self._broker.known_identity(wanted)
@@ -206,19 +227,6 @@ class GetCredential:
                     wanted, lambda: self._kubeconfig_of(req) or _kubeconfig(env)
                 )
             name = _clip(st.identity.name)
-            # A prompt only where a person sees and answers it: both ends are the terminal
-            # (kubernetes_asyncio captures stderr while stdin is one).
-            interactive = info.interactive and req.stdin_tty and req.stderr_tty
-            conv = conversation(interactive, req.stderr_tty)
-            # From an SSH host: only with the person's consent (asked once per host).
-            consent = self._broker.consent
-            if remote:
-                if consent is None:
-                    raise AppError(f"this kubetray agent serves no SSH forwards ({remote})")
-                if not at_once:
-                    consent.check(remote, st.identity.name, cluster, conv)
-                elif not consent.granted(remote):
-                    return None  # a question for the person: the full request asks it
             # Its credential: memory, the store, a refresh, or the login all callers share.
             skip_cache = info.response_code == 401
             if at_once:

@@ -108,7 +108,7 @@ def write(out: Path) -> None:
     stored.save(big, NOW)
 
     consent = Consent(str(config / "remote-hosts.json"), lambda: NOW)
-    consent.allow("build.example.com")
+    consent.allow("build.example.com", "oidc")
     consent.deny("old.example.com")
 
     # The user's kubeconfig is elsewhere (its backup beside it): only the journal is ours.

@@ -275,6 +275,17 @@ print(st.st_uid, oct(st.st_mode & 0o777), path, reply.decode())
 """
 
 
+def allow_as_asked(kt: KubetrayEnv, sshd: SSHServer, remote: Account, command: list[str]) -> None:
+    """Run ``command`` on the host once, refused by the headless agent, and allow the identity
+    its line names (as a person would: the desktop names a new identity, not the host)."""
+    refused = kubetray_ssh(kt, sshd, remote, *command)
+    assert refused.returncode != 0, refused.stdout
+    line = one_kubetray_line(refused.stderr, "kubetray remote allow")
+    found = re.search(rf"kubetray remote allow {re.escape(HOST)} (\S+)", line)
+    assert found, line
+    assert kt.kubetray("remote", "allow", HOST, found.group(1)).returncode == 0
+
+
 def echo_once(sock: socket.socket) -> threading.Thread:
     def serve() -> None:
         conn, _ = sock.accept()
@@ -411,7 +422,7 @@ def test_kubetray_ssh_gets_remote_kubectl_its_namespaces_from_the_desktop(
     helper = install_helper(kt, sshd, remote)
     config = remote_kubeconfig(remote, api, helper, ["--stored", stored])
     kubectl = remote_kubectl(sshd, remote, kubectl_133())
-    allowed = kt.kubetray("remote", "allow", HOST)
+    allowed = kt.kubetray("remote", "allow", HOST, stored)
     assert allowed.returncode == 0, allowed.stderr
 
     done = kubetray_ssh(kt, sshd, remote, *get_ns(kubectl, config))
@@ -464,10 +475,10 @@ def test_the_headless_agent_refuses_a_host_nobody_allowed_and_a_denied_one(
     refused = kubetray_ssh(kt, sshd, remote, *command)
     assert refused.returncode != 0 and refused.stdout == ""
     line = one_kubetray_line(refused.stderr, "kubetray remote allow")
-    assert HOST in line and TOKEN not in refused.stderr
+    assert f"kubetray remote allow {HOST} {stored}" in line and TOKEN not in refused.stderr
     assert api.outcomes() == []  # nothing went out unauthenticated either
 
-    assert kt.kubetray("remote", "allow", HOST).returncode == 0
+    assert kt.kubetray("remote", "allow", HOST, stored).returncode == 0
     served = kubetray_ssh(kt, sshd, remote, *command)
     assert served.returncode == 0, served.stderr
 
@@ -507,7 +518,7 @@ def test_the_printed_ssh_config_forwards_the_agent(
 
     helper = install_helper(kt, sshd, remote)
     config = remote_kubeconfig(remote, api, helper, ["--stored", stored])
-    assert kt.kubetray("remote", "allow", HOST).returncode == 0
+    assert kt.kubetray("remote", "allow", HOST, stored).returncode == 0
     ssh_config = kt.inputs() / "ssh_config"
     ssh_config.write_text(
         text
@@ -605,7 +616,7 @@ def test_a_remote_kubectl_logs_in_in_the_desktop_browser_and_gets_only_the_token
         args.append(f"--oidc-client-secret={CLIENT_SECRET}")
         config = remote_kubeconfig(remote, api, helper, args)
         kubectl = remote_kubectl(sshd, remote, kubectl_133())
-        assert kt.kubetray("remote", "allow", HOST).returncode == 0
+        allow_as_asked(kt, sshd, remote, get_ns(kubectl, config))
 
         first = kubetray_ssh(kt, sshd, remote, *relayed(remote, *get_ns(kubectl, config)))
         assert first.returncode == 0, first.stderr
@@ -660,7 +671,7 @@ def test_one_login_serves_a_local_and_a_remote_kubectl_asking_at_once(
         remote.put(".kube/config", written.read_bytes(), 0o600)  # kubectl's default there
         kubectl = remote_kubectl(sshd, remote, kubectl_133())
         local_config = local_kubeconfig(kt, api, oidc_args(idp), tmp_path / "kubeconfig")
-        assert kt.kubetray("remote", "allow", HOST).returncode == 0
+        allow_as_asked(kt, sshd, remote, [kubectl, "get", "namespaces", "-o", "name"])
         hold = kt.inputs() / "hold-browser"
         hold.touch()  # the login waits until both callers wait for it
         with ThreadPoolExecutor(2) as pool:
@@ -681,7 +692,7 @@ def test_one_login_serves_a_local_and_a_remote_kubectl_asking_at_once(
             finally:
                 hold.unlink()
             there, here = remote_run.result(timeout=180), local_run.result(timeout=180)
-    assert there.returncode == 0, there.stderr
+    assert there.returncode == 0, kt.kubetray("remote", "list").stdout + there.stderr
     assert here.returncode == 0, here.stderr
     assert there.stdout == here.stdout
     opened = [e for e in browser_log(browser_opened(kt)) if e["event"] == "opened"]

@@ -7,6 +7,7 @@ import pytest
 from PySide6.QtWidgets import QDialog, QLabel
 
 from app.broker.broker import utcnow
+from app.broker.consent import Consent
 from app.oidc.settings import OIDCSettings
 from app.settings import Settings
 from app.ui.controller import LoginFacts, TrayController
@@ -73,6 +74,36 @@ def test_settings_is_wide_and_its_host_buttons_wait_for_a_selection(
     assert "No SSH host has asked yet." in d.remote.item(0).text()
     wrapped = [w for w in d.findChildren(QLabel) if "SSH hosts" in w.text()]
     assert wrapped and wrapped[0].wordWrap()
+
+
+def test_settings_lists_each_host_with_the_identities_it_may_have(
+    qtbot, controller: TrayController, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """Always allow needs an identity (a host row has none); Ask again on an identity forgets
+    that one only."""
+    consent = controller.broker.consent = Consent(str(tmp_path / "remote-hosts.json"), utcnow)
+    consent.allow("devvm", "dev")
+    consent.allow("devvm", "ops")
+    d = SettingsDialog(controller)
+    qtbot.add_widget(d)
+    d.show()
+    rows = [d.remote.item(i).text() for i in range(d.remote.count())]
+    assert rows == [
+        "devvm: allowed always",
+        "    as dev: allowed always",
+        "    as ops: allowed always",
+    ]
+    allow, deny, forget = d.remote_buttons
+    d.remote.setCurrentRow(0)
+    assert not allow.isEnabled() and deny.isEnabled() and forget.isEnabled()
+    d.remote.setCurrentRow(2)
+    assert allow.isEnabled()
+    forget.click()
+    assert [d.remote.item(i).text() for i in range(d.remote.count())] == [
+        "devvm: allowed always",
+        "    as dev: allowed always",
+    ]
+    assert consent.granted("devvm", "dev") and not consent.granted("devvm", "ops")
 
 
 def test_settings_are_not_saved_over_a_settings_file_kubetray_cannot_use(

@@ -161,7 +161,10 @@ def test_a_forwarded_request_is_answered_at_once_only_where_consent_was_given(
 
     assert f.at_once(ARGS, remote="bastion") is None
     assert (f.asked, seen(), f.calls()) == ([], 0, 1)  # nobody was asked, nothing counted
-    f.consent.allow("bastion")
+    [st] = f.core.broker.registry.known()
+    f.consent.allow("bastion", "someone-else")  # another identity's grant serves not this one
+    assert f.at_once(ARGS, remote="bastion") is None
+    f.consent.allow("bastion", st.identity.name, st.identity.key)
     assert token_of(f.at_once(ARGS, remote="bastion")) == first
     assert (seen(), f.calls()) == (1, 2)
     f.clock.advance(minutes=59)  # due for a refresh: the full request's work, counted there

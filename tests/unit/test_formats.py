@@ -21,6 +21,7 @@ from app.broker.logins import store_key
 from app.broker.registry import Registry
 from app.kubeconfig import records
 from app.kubeconfig.backups import Backups
+from app.model import Standing
 from app.oidc.settings import OIDCSettings
 from app.oidc.tokens import TokenSet
 from app.settings import Settings
@@ -118,7 +119,10 @@ def test_what_0_1_0_wrote_reads_as_it_was(tmp_path: Path, monkeypatch: pytest.Mo
     assert admin.subject == "CN=admin" and (admin.certificate_pem or "").startswith("-----BEGIN")
 
     consent = h.consent()
-    assert consent.granted("build.example.com") and not consent.granted("old.example.com")
+    # 0.1.0's "always" was the host, for any identity: kept, but asks about each now.
+    hosts = {h.host: h.standing for h in consent.hosts()}
+    assert hosts == {"build.example.com": Standing.OLD_ALLOW, "old.example.com": Standing.DENIED}
+    assert not consent.granted("build.example.com", "oidc")
     [backup] = h.backups().entries()
     assert (backup.operation, backup.where) == ("setup", "file")
     [[change]] = h.imports().batches()
@@ -206,7 +210,7 @@ def test_fields_of_a_newer_version_are_read_past_and_kept(
     assert index_doc["credentials"]["admin"]["kind"] == "client-certificate"
 
     consent = h.consent()
-    consent.allow("new.example.com")
+    consent.allow("new.example.com", "dev")
     assert json.loads((h.config / "remote-hosts.json").read_text())["ask"] == "x"
 
     backups = h.backups()
@@ -243,7 +247,7 @@ def test_newer_formats_are_refused_in_one_line_and_left_alone(
         "settings.json": lambda: Settings.load(),
         "stored.json": lambda: h.stored().save(StoredCredential(name="x", token="t"), NOW),
         "stored.json ": lambda: h.stored().remove("deploy"),
-        "remote-hosts.json": lambda: h.consent().allow("new.example.com"),
+        "remote-hosts.json": lambda: h.consent().allow("new.example.com", "dev"),
         "kubeconfig-backups.json": lambda: h.backups().entries(),
         "the tokens": lambda: TokenSet.from_bytes(h.store.get(h.tokens_key()) or b""),
         "a stored credential": lambda: StoredCredential.from_bytes(

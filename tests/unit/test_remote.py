@@ -1,16 +1,18 @@
 """SSH forwarding's decisions, without OpenSSH: which host a forwarded request comes from, what
 the person decided about it, and what a remote request may not name on the desktop."""
 
+import json
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from app.agent.peer import ssh_destination
 from app.broker.broker import utcnow
-from app.broker.consent import Consent, ConsentRefused
+from app.broker.consent import QUESTIONS_PER_HOST, Consent, ConsentRefused
 from app.model import Decision, Question, Standing
 from app.usecases.get_credential import _refuse_desktop_paths, _remote_env
 from exec_helper import options
@@ -37,30 +39,69 @@ def consent(tmp_path: Path) -> Consent:
     return Consent(str(tmp_path / "remote-hosts.json"), utcnow, timeout=2.0)
 
 
-def test_the_headless_agent_refuses_hosts_nobody_allowed(consent: Consent) -> None:
+def test_the_headless_agent_refuses_what_nobody_allowed(consent: Consent) -> None:
     with pytest.raises(ConsentRefused) as e:
         consent.check("bastion", "alice@idp", "https://api:6443")
-    assert "kubetray remote allow bastion" in e.value.one_line()
-    consent.allow("bastion")
+    assert "kubetray remote allow bastion alice@idp" in e.value.one_line()
+    consent.allow("bastion", "alice@idp")
     consent.check("bastion", "alice@idp", "https://api:6443")  # no question asked
+    with pytest.raises(ConsentRefused, match="nobody is there to ask whether bastion may have "):
+        consent.check("bastion", "prodadmin", None)  # another identity: not allowed
     consent.deny("bastion")
     with pytest.raises(ConsentRefused, match="refuses requests forwarded from bastion"):
         consent.check("bastion", "alice@idp", None)
     listed = {h.host: h for h in consent.hosts()}
     assert listed["bastion"].standing is Standing.DENIED
-    assert listed["bastion"].calls == 3
+    assert listed["bastion"].calls == 4
 
 
 def test_decisions_are_kept_across_agents(consent: Consent, tmp_path: Path) -> None:
-    consent.allow("a")
+    consent.allow("a", "dev")
     consent.deny("b")
     again = Consent(str(tmp_path / "remote-hosts.json"), utcnow)
-    assert {h.host: h.standing for h in again.hosts()} == {
-        "a": Standing.ALWAYS,
-        "b": Standing.DENIED,
+    assert {h.host: (h.standing, h.identities) for h in again.hosts()} == {
+        "a": (Standing.ALWAYS, (("dev", Standing.ALWAYS),)),
+        "b": (Standing.DENIED, ()),
     }
     assert again.forget("b") and not again.forget("never-seen")
-    again.check("a", "x", None)
+    again.check("a", "dev", None)
+    assert again.forget("a", "dev") and not again.granted("a", "dev")
+
+
+def test_an_always_grant_with_a_key_serves_only_that_identity(consent: Consent) -> None:
+    consent.allow("a", "dev", "oidc:key-1")
+    assert consent.granted("a", "dev", "oidc:key-1")
+    assert not consent.granted("a", "dev", "oidc:key-2")  # a later identity of that name
+
+
+def test_allowing_the_name_a_refusal_gave_allows_that_identity_by_key(consent: Consent) -> None:
+    """The headless agent's line names a new identity as it would be named; if a local
+    kubectl makes it first under another name, the grant still serves it (and no other)."""
+    with pytest.raises(ConsentRefused) as e:
+        consent.check("h", "kubectl@idp", None, key="oidc:k1", new=True)
+    assert e.value.one_line().endswith("kubetray remote allow h kubectl@idp")
+    consent.allow("h", "kubectl@idp")
+    consent.check("h", "u", None, key="oidc:k1")  # named u by the desktop's kubeconfig
+    assert not consent.granted("h", "kubectl@idp", "oidc:k2")
+
+
+def test_an_older_host_wide_allow_grants_no_identity(consent: Consent, tmp_path: Path) -> None:
+    """What kubetray before per-identity consent kept for "Always allow": the host, for any
+    identity. It is kept in the file (an older kubetray still reads it) but grants nothing:
+    the person is asked about each identity, and the list says why."""
+    path = tmp_path / "remote-hosts.json"
+    path.write_text('{"allow": ["devvm"], "deny": [], "future": 1}')
+    assert not consent.granted("devvm", "prodadmin")
+    with pytest.raises(ConsentRefused, match="nobody is there to ask"):
+        consent.check("devvm", "prodadmin", None)
+    [host] = consent.hosts()
+    assert host.standing is Standing.OLD_ALLOW
+    consent.allow("devvm", "dev")
+    doc = json.loads(path.read_text())
+    assert doc["allow"] == ["devvm"] and doc["future"] == 1
+    assert doc["always"] == [{"host": "devvm", "identity": "dev"}]
+    assert consent.forget("devvm")
+    assert json.loads(path.read_text())["allow"] == []
 
 
 def answer_with(consent: Consent, decision: Decision | None) -> list[Question]:
@@ -110,6 +151,64 @@ def test_once_allows_this_request_only_and_always_is_kept(consent: Consent) -> N
     assert consent.hosts()[0].standing is Standing.ALWAYS
 
 
+def test_each_identity_is_asked_and_answered_on_its_own(consent: Consent) -> None:
+    """Two identities from one host: two questions, and a session grant for one serves only
+    that one."""
+    asked: list[Question] = []
+    consent.ask = asked.append
+    results: dict[str, str] = {}
+
+    def call(identity: str) -> None:
+        try:
+            consent.check("devvm", identity, None)
+            results[identity] = "served"
+        except ConsentRefused as e:
+            results[identity] = e.one_line()
+
+    dev = threading.Thread(target=call, args=("dev",))
+    dev.start()
+    wait_for(lambda: len(asked) == 1)
+    prod = threading.Thread(target=call, args=("prodadmin",))
+    prod.start()
+    wait_for(lambda: len(asked) == 2)
+    assert [q.identity for q in asked] == ["dev", "prodadmin"]
+    asked[0].answer(Decision.SESSION)
+    dev.join()
+    assert results == {"dev": "served"} and prod.is_alive()  # prodadmin still waits
+    asked[1].answer(Decision.ONCE)
+    prod.join()
+    assert results == {"dev": "served", "prodadmin": "served"}
+    assert consent.granted("devvm", "dev") and not consent.granted("devvm", "prodadmin")
+    [host] = consent.hosts()
+    assert host.identities == (("dev", Standing.SESSION),)
+
+
+def test_deny_is_remembered_and_questions_are_rate_limited(consent: Consent) -> None:
+    asked = answer_with(consent, Decision.DENY)
+    with pytest.raises(ConsentRefused):
+        consent.check("h", "dev", None)
+    for identity in ("dev", "prod", "other"):  # refused at once, nobody asked
+        with pytest.raises(ConsentRefused, match="refuses requests forwarded from h until"):
+            consent.check("h", identity, None)
+    assert len(asked) == 1
+    asked = answer_with(consent, Decision.ONCE)
+    for n in range(QUESTIONS_PER_HOST):
+        consent.check("flood", f"id{n}", None)
+    with pytest.raises(ConsentRefused) as e:
+        consent.check("flood", "one-more", None)
+    assert e.value.one_line().startswith("kubetray on your desktop asks no more questions about")
+    assert len(asked) == QUESTIONS_PER_HOST
+    consent.check("other-host", "dev", None)  # another host is asked as before
+    assert len(asked) == QUESTIONS_PER_HOST + 1
+
+
+def wait_for(condition: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + 10
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
 def test_deny_and_silence_give_one_clear_line(consent: Consent) -> None:
     answer_with(consent, Decision.DENY)
     with pytest.raises(ConsentRefused, match=r"^denied on your desktop: h wants a token as id"):
@@ -118,7 +217,7 @@ def test_deny_and_silence_give_one_clear_line(consent: Consent) -> None:
     consent.timeout = 0.5
     start = time.monotonic()
     with pytest.raises(ConsentRefused) as e:
-        consent.check("h", "id", None)
+        consent.check("h2", "id", None)
     assert time.monotonic() - start < 2
     assert "nobody answered on your desktop within 0.5 s" in e.value.one_line()
     assert asked[0].expired and asked[0].answered.is_set()  # the app's question closes itself
