@@ -46,7 +46,9 @@ def measure(n: int) -> tuple[float, float]:
     core, stored = make_core(tmp, MemorySecretStore())
     try:
         names = [f"bot-{i:03d}" for i in range(n)]
-        stored.save_all([StoredCredential(name=x, token=f"t-{x}") for x in names], datetime.now(UTC))
+        stored.save_all(
+            [StoredCredential(name=x, token=f"t-{x}") for x in names], datetime.now(UTC)
+        )
         broker = core.broker
         for name in names:
             opts = HelperOptions(stored=name)
