@@ -9,6 +9,7 @@ import argparse
 import base64
 import contextlib
 import os
+import shlex
 import shutil
 import sys
 from collections.abc import Iterator
@@ -220,7 +221,10 @@ def cmd_import(args: argparse.Namespace) -> int:
         with _progress() as shown:
             written = imports.apply_import(p, shown)
         _report(written)
-        print(f"imported {', '.join(c.user for c in p.changes)}; undo: kubetray import --undo")
+        named = f" --kubeconfig {shlex.quote(args.kubeconfig)}" if args.kubeconfig else ""
+        print(
+            f"imported {', '.join(c.user for c in p.changes)}; undo: kubetray import{named} --undo"
+        )
     return 0
 
 
