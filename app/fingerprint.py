@@ -1,0 +1,83 @@
+"""Which credential a request carries, as a keyed hash: never the secret, never guessable.
+
+An identity a secret obtains (an Entra service principal's secret or certificate, a password
+grant's password, an OIDC client's secret for client credentials) is that credential's: its
+key holds ``cred:<fingerprint>``, so a request with another secret is another identity and is
+never served the first one's token. The fingerprint is an HMAC-SHA256 with a per-install key
+kept in the secret store (the agent hands ``use`` a way to read it), else one random key in
+the agent's memory (then fingerprints, and the identities they name, last one run): what
+identities.json holds of it lets nobody test guesses of the secret offline.
+"""
+
+import hashlib
+import hmac
+import logging
+import secrets
+import threading
+from collections.abc import Callable
+
+log = logging.getLogger(__name__)
+
+STORE_KEY = "kubetray|fingerprint-key"
+"""Where the per-install key lives in the secret store."""
+MARK = "|cred:"
+"""How a key names its credential (the last part of the key)."""
+
+_lock = threading.Lock()
+_key: bytes | None = None
+_source: Callable[[], bytes | None] | None = None
+
+
+def use(source: Callable[[], bytes | None] | None) -> None:
+    """Read the key with ``source`` when first needed (None: a key in memory only)."""
+    global _key, _source
+    with _lock:
+        _source, _key = source, None
+
+
+def _the_key() -> bytes:
+    global _key
+    with _lock:
+        if _key is None:
+            found: bytes | None = None
+            if _source is not None:
+                try:
+                    found = _source()
+                except Exception as e:  # the store is down: this run's key, in memory
+                    log.warning(
+                        "cannot keep the key of credential fingerprints in the secret store "
+                        "(%s): identities with a secret last this run",
+                        type(e).__name__,
+                    )
+            _key = found if found and len(found) >= 32 else secrets.token_bytes(32)
+        return _key
+
+
+def store_source(get: Callable[[str], bytes | None], put: Callable[[str, bytes], None]):  # type: ignore[no-untyped-def]
+    """A ``use`` source over a secret store's get/set: its key, or a new one it keeps."""
+
+    def read() -> bytes | None:
+        key = get(STORE_KEY)
+        if key is None:
+            key = secrets.token_bytes(32)
+            put(STORE_KEY, key)
+        return key
+
+    return read
+
+
+def of(*parts: str | bytes | None) -> str | None:
+    """The fingerprint of a credential made of ``parts`` (None when it has none)."""
+    if not any(parts):
+        return None
+    mac = hmac.new(_the_key(), b"kubetray credential v1", hashlib.sha256)
+    for part in parts:
+        raw = part.encode() if isinstance(part, str) else (part or b"")
+        mac.update(len(raw).to_bytes(8, "big") + raw)
+    return mac.hexdigest()[:32]
+
+
+def base(key: str) -> str:
+    """``key`` without its credential: who logs in, whichever secret they use."""
+    head, mark, _ = key.rpartition(MARK)
+    return head if mark else key
