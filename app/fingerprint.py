@@ -23,34 +23,39 @@ STORE_KEY = "kubetray|fingerprint-key"
 MARK = "|cred:"
 """How a key names its credential (the last part of the key)."""
 
-_lock = threading.Lock()
-_key: bytes | None = None
-_source: Callable[[], bytes | None] | None = None
+
+class _Key:
+    """The per-install key, read once (``use`` says how)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.value: bytes | None = None
+        self.source: Callable[[], bytes | None] | None = None
+
+    def get(self) -> bytes:
+        with self.lock:
+            if self.value is None:
+                found: bytes | None = None
+                if self.source is not None:
+                    try:
+                        found = self.source()
+                    except Exception as e:  # the store is down: this run's key, in memory
+                        log.warning(
+                            "cannot keep the key of credential fingerprints in the secret "
+                            "store (%s): identities with a secret last this run",
+                            type(e).__name__,
+                        )
+                self.value = found if found and len(found) >= 32 else secrets.token_bytes(32)
+            return self.value
+
+
+_KEY = _Key()
 
 
 def use(source: Callable[[], bytes | None] | None) -> None:
     """Read the key with ``source`` when first needed (None: a key in memory only)."""
-    global _key, _source
-    with _lock:
-        _source, _key = source, None
-
-
-def _the_key() -> bytes:
-    global _key
-    with _lock:
-        if _key is None:
-            found: bytes | None = None
-            if _source is not None:
-                try:
-                    found = _source()
-                except Exception as e:  # the store is down: this run's key, in memory
-                    log.warning(
-                        "cannot keep the key of credential fingerprints in the secret store "
-                        "(%s): identities with a secret last this run",
-                        type(e).__name__,
-                    )
-            _key = found if found and len(found) >= 32 else secrets.token_bytes(32)
-        return _key
+    with _KEY.lock:
+        _KEY.source, _KEY.value = source, None
 
 
 def store_source(get: Callable[[str], bytes | None], put: Callable[[str, bytes], None]):  # type: ignore[no-untyped-def]
@@ -70,7 +75,7 @@ def of(*parts: str | bytes | None) -> str | None:
     """The fingerprint of a credential made of ``parts`` (None when it has none)."""
     if not any(parts):
         return None
-    mac = hmac.new(_the_key(), b"kubetray credential v1", hashlib.sha256)
+    mac = hmac.new(_KEY.get(), b"kubetray credential v1", hashlib.sha256)
     for part in parts:
         raw = part.encode() if isinstance(part, str) else (part or b"")
         mac.update(len(raw).to_bytes(8, "big") + raw)
