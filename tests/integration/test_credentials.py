@@ -174,3 +174,63 @@ def test_client_credentials_with_another_secret_get_no_token(kt: KubetrayEnv) ->
         refused(done, "guess", "machine-secret")
         assert right
         nothing_secret_kept(kt, "machine-secret", "guess")
+
+
+def two_users(kt: KubetrayEnv, path: Path, a: list[str], b: list[str]) -> Path:
+    """A kubeconfig whose users ci-a and ci-b both run kubetray-exec for one login."""
+    users = [
+        {
+            "name": n,
+            "user": {
+                "exec": {
+                    "apiVersion": "client.authentication.k8s.io/v1",
+                    "command": str(kt.helper),
+                    "args": args,
+                    "interactiveMode": "Never",
+                }
+            },
+        }
+        for n, args in (("ci-a", a), ("ci-b", b))
+    ]
+    doc = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "k", "cluster": {"server": "https://127.0.0.1:1"}}],
+        "users": users,
+        "contexts": [
+            {"name": f"ctx-{u['name']}", "context": {"cluster": "k", "user": u["name"]}}
+            for u in users
+        ],
+        "current-context": "ctx-ci-a",
+    }
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def names(kt: KubetrayEnv) -> list[str]:
+    return [i["name"] for i in json.loads(kt.kubetray("status", "--json").stdout)["identities"]]
+
+
+def test_a_name_one_kubeconfig_gives_never_renames_a_login_another_runs(
+    kt: KubetrayEnv, tmp_path: Path
+) -> None:
+    nobody_here(kt)
+    with run_idp(clientCredentials=True) as idp:
+        a = [*machine_args(idp), "--oidc-use-access-token"]
+        b = [*a, "--name=b-name"]
+        config = {"KUBECONFIG": str(two_users(kt, tmp_path / "two-users.yaml", a, b))}
+        token(kt.run_helper(*a, extra_env=config))
+        (before,) = names(kt)
+        done = kt.run_helper(*b, extra_env=config)
+        token(done)  # served, under the name it has
+        assert names(kt) == [before]
+        assert f"--name b-name is not applied: this login is {before}" in done.stderr
+        assert "ci-a" in done.stderr and "ci-b" in done.stderr
+        again = kt.run_helper(*b, extra_env=config)
+        token(again)
+        assert again.stderr == "" and names(kt) == [before]  # said once
+        # one kubeconfig user alone: its first --name replaces the made-up name, as ever
+        alone = [*a, "--oidc-extra-scope=profile"]
+        token(kt.run_helper(*alone))
+        token(kt.run_helper(*alone, "--name=mine"))
+        assert "mine" in names(kt)
