@@ -58,7 +58,9 @@ def use(source: Callable[[], bytes | None] | None) -> None:
         _KEY.source, _KEY.value = source, None
 
 
-def store_source(get: Callable[[str], bytes | None], put: Callable[[str, bytes], None]):  # type: ignore[no-untyped-def]
+def store_source(
+    get: Callable[[str], bytes | None], put: Callable[[str, bytes], None]
+) -> Callable[[], bytes | None]:
     """A ``use`` source over a secret store's get/set: its key, or a new one it keeps."""
 
     def read() -> bytes | None:
