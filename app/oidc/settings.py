@@ -59,7 +59,8 @@ class OIDCSettings:
     """Sent with every request to the provider (--oidc-request-header); values may be keys."""
     credential: str | None = None
     """The keyed fingerprint of the secret that obtains its tokens with nobody there (client
-    credentials' client secret, a password grant's password): part of the key, so another
+    credentials' client secret; a password grant is a person's login, whose later calls carry
+    no password, as an authorization code's): part of the key, so another
     secret is another identity (app.fingerprint). Remembered; the secret never is."""
 
     @property
@@ -148,8 +149,6 @@ class OIDCSettings:
         credential = None
         if grant == CLIENT_CREDENTIALS:
             credential = fingerprint.of("client-credentials", opts.oidc_client_secret)
-        elif grant == "password" and opts.password:
-            credential = fingerprint.of("password", opts.password, opts.oidc_client_secret)
         return cls(
             credential=credential,
             issuer=identity.normalize_issuer(opts.oidc_issuer_url),
