@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from app import fingerprint
 from app.agent.server import IPCServer, Listener
 from app.agent.service import Service
 from app.broker.broker import Broker, no_contexts, utcnow
@@ -243,6 +244,7 @@ def agent(
     def browser(command: str | None) -> Browser:
         return Browser(command or (default_browser() if default_browser else None) or None)
 
+    fingerprint.use(fingerprint.store_source(tokens.get, tokens.set))
     parts = core(
         tokens,
         stored_credentials(credentials),

@@ -98,6 +98,10 @@ class Broker:
         self._usage: dict[str, _Usage] = {}
         self._records: deque[CallRecord] = deque(maxlen=MAX_RECORDS)
         self.started = clock()
+        self._declined: dict[tuple[str, str], str] = {}
+        """(identity key, --name) not applied, and the line that says why (_decline_name)."""
+        self._untold: set[tuple[str, str]] = set()
+        """Of those, the ones no caller has heard yet."""
 
     # -- which identity ---------------------------------------------------------------------
 
@@ -119,8 +123,14 @@ class Broker:
         settings = wanted.settings
         known = self.registry.get(settings.key)
         before = known.identity.name if known else None
+        chosen = wanted.name
+        if known is not None and chosen and chosen != before:
+            others = [] if known.chosen else self._users(settings.key, kubeconfig)
+            if known.chosen or len(others) > 1:
+                self._decline_name(known, chosen, others)
+                chosen = None
         st = self.registry.identity(
-            settings, wanted.name, lambda: self._kubeconfig_name(settings, kubeconfig)
+            settings, chosen, lambda: self._kubeconfig_name(settings, kubeconfig)
         )
         if before is not None and before != st.identity.name:
             self._renamed(before, st.identity.name)
@@ -134,6 +144,37 @@ class Broker:
         settings = self.wanted(request).settings
         return self.registry.proposed(settings, lambda: self._kubeconfig_name(settings, kubeconfig))
 
+    def _users(self, key: str, kubeconfig: str | Callable[[], str | None] | None) -> list[str]:
+        """The kubeconfig users that run the identity ``key``, in the caller's kubeconfig and
+        in the agent's own view (``user`` (file)), each once."""
+        if callable(kubeconfig):
+            kubeconfig = kubeconfig()
+        users: dict[tuple[str, str], None] = {}
+        for view in dict.fromkeys([kubeconfig, None]):
+            for use in self._contexts(view).get(key) or []:
+                users[(use.file, use.user)] = None
+        return [f"{user} ({file})" if file else user for file, user in users]
+
+    def _decline_name(self, st: Entry, name: str, others: list[str]) -> None:
+        """``--name NAME`` is not applied to ``st``: its name was chosen already, or other
+        kubeconfig users run it (renaming it would rename it for them). Said once per run, to
+        the caller and in the log; the caller is served under its name."""
+        with self._lock:
+            if (st.identity.key, name) in self._declined:
+                return
+            if st.chosen:
+                why = "its name was given with --name already"
+            else:
+                why = "kubeconfig users " + ", ".join(others) + " run it too"
+            line = (
+                f"--name {name} is not applied: this login is {st.identity.name}, and {why}; "
+                f'give them all one --name, or run "kubetray forget {st.identity.name}" to '
+                "start it afresh"
+            )
+            self._declined[(st.identity.key, name)] = line
+            self._untold.add((st.identity.key, name))
+        log.warning("%s", line, extra={"terminal": False})
+
     def known_identity(self, request: Request) -> Entry | None:
         """The identity identity(request) would return if it neither creates nor renames
         one, else None (nothing done): for a caller that wants an answer at once."""
@@ -142,8 +183,16 @@ class Broker:
         except UsageError:  # names nothing: the full request says so
             return None
         st = self.registry.get(wanted.settings.key)
-        if st is None or (wanted.name and not st.chosen and wanted.name != st.identity.name):
+        if st is None:
             return None
+        if wanted.name and wanted.name != st.identity.name:
+            with self._lock:  # a name declined and said: served as it is; else decided in full
+                said = (st.identity.key, wanted.name) in self._declined and (
+                    st.identity.key,
+                    wanted.name,
+                ) not in self._untold
+            if not said:
+                return None
         return st
 
     def _kubeconfig_name(
@@ -188,12 +237,24 @@ class Broker:
             return self._serve(
                 st, None, cluster, lambda usage: self._stored_credential(st, usage, skip_cache)
             )
-        return self._serve(
+        credential = self._serve(
             st,
             wanted.settings,
             cluster,
             lambda _: self._login_credential(st, wanted, conv, skip_cache, cluster),
         )
+        return self._tell_declined(st, wanted, credential)
+
+    def _tell_declined(self, st: Entry, wanted: Wanted, credential: Credential) -> Credential:
+        """The credential, with the line that says its --name was not applied, once."""
+        told = (st.identity.key, wanted.name or "")
+        with self._lock:
+            if told not in self._untold:
+                return credential
+            self._untold.discard(told)
+            line = self._declined[told]
+        warning = ". ".join(w for w in (line, credential.warning) if w)
+        return replace(credential, warning=warning)
 
     def cached_credential(
         self, st: Entry, request: Request, cluster: str | None = None, skip_cache: bool = False

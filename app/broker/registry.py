@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from app import formats, jsonfile
+from app import fingerprint, formats, jsonfile
 from app import identity as idmod
 from app.errors import AppError
 from app.model import OIDC, STORED, Identity
@@ -153,6 +153,7 @@ class Registry:
             if st is None:
                 st = Entry(Identity(key, name, settings.kind), settings, new=True)
                 self._states[key] = st
+                self._tell_other_credential(st)
             else:
                 st.identity = Identity(key, name, settings.kind)
             st.chosen = bool(chosen)
@@ -178,6 +179,27 @@ class Registry:
             return Identity(key, name, settings.kind), True
 
     oidc = login
+
+    def _tell_other_credential(self, st: Entry) -> None:
+        """Say that a new identity is one already known with another credential (a secret or
+        certificate rotated, or another one of the app's): never the secret (caller holds the
+        lock)."""
+        base = fingerprint.base(st.identity.key)
+        if base == st.identity.key:
+            return
+        others = [
+            o.identity.name
+            for k, o in self._states.items()
+            if k != st.identity.key and fingerprint.base(k) == base
+        ]
+        if others:
+            log.warning(
+                "%s: another credential than %s's (a new or rotated secret or certificate): "
+                "its own identity, used from this request on",
+                st.identity.name,
+                " and ".join(others),
+            )
+
     """The name the first rounds gave ``login`` (OIDC was the only login)."""
 
     def adopt(self, st: Entry, settings: Settings) -> None:

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
-from app import identity
+from app import fingerprint, identity
 from exec_helper.options import GRANT_TYPES, HelperOptions, OptionsError
 
 DEFAULT_TIMEOUT = 180.0
@@ -57,6 +57,11 @@ class OIDCSettings:
     success_url: str | None = None
     request_headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
     """Sent with every request to the provider (--oidc-request-header); values may be keys."""
+    credential: str | None = None
+    """The keyed fingerprint of the secret that obtains its tokens with nobody there (client
+    credentials' client secret; a password grant is a person's login, whose later calls carry
+    no password, as an authorization code's): part of the key, so another
+    secret is another identity (app.fingerprint). Remembered; the secret never is."""
 
     @property
     def machine(self) -> bool:
@@ -113,7 +118,7 @@ class OIDCSettings:
             self.extra_params,
             self.username,
             machine=self.machine,
-        )
+        ) + (f"|cred:{self.credential}" if self.credential else "")
 
     @property
     def fallback_name(self) -> str:
@@ -141,7 +146,11 @@ class OIDCSettings:
                 "--grant-type=client-credentials needs --oidc-client-secret: the client "
                 "authenticates as itself (RFC 6749 §4.4: confidential clients only)"
             )
+        credential = None
+        if grant == CLIENT_CREDENTIALS:
+            credential = fingerprint.of("client-credentials", opts.oidc_client_secret)
         return cls(
+            credential=credential,
             issuer=identity.normalize_issuer(opts.oidc_issuer_url),
             client_id=opts.oidc_client_id,
             client_secret=opts.oidc_client_secret,

@@ -354,3 +354,26 @@ def test_doctor_names_the_profile_the_token_host_and_who_aws_says_this_is(
         out = _cli(stopped, {**files.env(), "KUBECONFIG": str(config)}, "doctor")
         for word in words:
             assert word in out.stdout, out.stdout
+
+
+def test_another_secret_for_one_access_key_never_gets_the_first_one_s_token(
+    stopped: KubetrayEnv, eks: EksVerifier, files: world.AwsFiles, sts: MotoSTS
+) -> None:
+    """A second kubeconfig on the machine that knows the access key id, not its secret, is
+    never handed a token signed with the secret another caller gave (issue 37)."""
+    akid, secret = sts.user_keys(f"env{os.urandom(3).hex()}")
+    args = ["eks", "get-token", "--cluster-name", "demo", "--region", "eu-west-1"]
+
+    def run(secret_key: str) -> subprocess.CompletedProcess[str]:
+        env = files.env(
+            AWS_ACCESS_KEY_ID=akid, AWS_SECRET_ACCESS_KEY=secret_key, AWS_ENDPOINT_URL_STS=sts.url
+        )
+        return stopped.run_helper(*args, extra_env=env)
+
+    right = run(secret)
+    assert right.returncode == 0, right.stderr
+    assert eks.check(json.loads(right.stdout)["status"]["token"])
+    wrong = run("not-" + secret)
+    token = json.loads(wrong.stdout)["status"]["token"] if wrong.returncode == 0 else None
+    assert token is None or not eks.check(token)  # signed with the wrong secret, if at all
+    assert secret not in wrong.stderr and secret not in wrong.stdout.replace(token or "", "")

@@ -139,6 +139,7 @@ class AwsSettings:
                 "role_name": s.role_name,
                 "roles": list(s.roles),
                 "access_key_id": s.access_key_id,
+                "credential": s.credential,
             },
         }
 

@@ -21,6 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from app import fingerprint
+
 if TYPE_CHECKING:
     from app.providers.aws.command import EksCommand
 
@@ -112,6 +114,9 @@ class Source:
     roles: tuple[str, ...] = ()
     """The role ARNs assumed on top, first to last (``source_profile`` chains)."""
     access_key_id: str | None = None
+    credential: str | None = None
+    """The keyed fingerprint of the environment's secret access key and session token
+    (app.fingerprint): another secret for one access key is another identity."""
 
     def describe(self) -> list[tuple[str, str]]:
         """(label, value) pairs for status, doctor and the tray, what tells logins apart first
@@ -172,7 +177,16 @@ def classify(config: Mapping[str, Any], profile: str, env: Mapping[str, str]) ->
     """Where ``profile``'s credentials come from (``env`` is the caller's AWS_* variables and
     applies when the profile was not given with ``--profile``: pass {} otherwise)."""
     if env.get("AWS_ACCESS_KEY_ID") and env.get("AWS_SECRET_ACCESS_KEY"):
-        return Source(ENV, profile, access_key_id=env["AWS_ACCESS_KEY_ID"])
+        return Source(
+            ENV,
+            profile,
+            access_key_id=env["AWS_ACCESS_KEY_ID"],
+            credential=fingerprint.of(
+                "aws-env",
+                env["AWS_SECRET_ACCESS_KEY"],
+                env.get("AWS_SESSION_TOKEN") or env.get("AWS_SECURITY_TOKEN"),
+            ),
+        )
     if env.get("AWS_WEB_IDENTITY_TOKEN_FILE"):
         raise ProfileError(
             "kubetray does not serve web identity from the environment "
@@ -278,4 +292,5 @@ def identity_key(command: "EksCommand", source: Source) -> str:
     roles = "|".join(source.roles)
     role = command.role_arn or ""
     session = command.role_session_name or ""
-    return f"aws|{who}|{roles}|{role}|{session}|{command.external_id or ''}"
+    cred = f"{fingerprint.MARK}{source.credential}" if source.credential else ""
+    return f"aws|{who}|{roles}|{role}|{session}|{command.external_id or ''}{cred}"

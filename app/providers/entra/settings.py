@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
+from app import fingerprint
 from app.providers.base import NOBODY, SCREEN
 from app.providers.entra import clouds, os_broker
 from app.providers.entra import options as o
@@ -94,6 +95,10 @@ class EntraSettings:
     notes: tuple[str, ...] = ()
     """Things status says about these settings (an unknown --environment, say)."""
     sources: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+    credential: str | None = None
+    """The keyed fingerprint of the secret it logs in with (spn's secret, or certificate and
+    its password; ropc's password): part of the key, so another secret is another identity
+    (app.fingerprint). Remembered in the index; the secret never is."""
 
     kind: ClassVar[str] = KIND
     named_by_kubeconfig: ClassVar[bool] = False
@@ -166,6 +171,8 @@ class EntraSettings:
             parts.append(f"ropc:{(self.username or '').lower()}")
         elif self.mode in (o.SPN, o.WORKLOADIDENTITY):
             parts.append(self.mode)
+        if self.mode in (o.ROPC, o.SPN) and self.credential:
+            parts.append(f"cred:{self.credential}")
         elif self.mode == o.MSI:
             parts = [KIND, o.MSI, self.client_id or self.identity_resource_id or "", self.scope]
         elif self.mode in TOOL_MODES:
@@ -286,6 +293,16 @@ def from_args(args: o.AzureArgs, env: dict[str, str] | None = None) -> EntraSett
                 "(http://localhost:PORT): kubetray receives the login there itself"
             )
     host = urlsplit(where.host).hostname or ""
+    credential = None
+    if mode == o.SPN:
+        credential = fingerprint.of(
+            "spn",
+            args.client_secret or None,
+            args.client_certificate or None,
+            args.client_certificate_password or None,
+        )
+    elif mode == o.ROPC:
+        credential = fingerprint.of("ropc", args.password)
     return EntraSettings(
         mode=mode,
         server_id=server_id,
@@ -315,6 +332,7 @@ def from_args(args: o.AzureArgs, env: dict[str, str] | None = None) -> EntraSett
         skip_open_browser=args.skip_open_browser,
         notes=tuple(n for n in (where.note,) if n),
         sources=args.sources,
+        credential=credential,
     )
 
 
