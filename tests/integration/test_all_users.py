@@ -32,9 +32,10 @@ conns = []
 while True:
     c, _ = s.accept()
     conns.append(c)  # "silent": accepted, never answered
-    if mode == "drip":
+    if mode == "drip":  # a well-formed frame, one byte at a time
+        c.send((1000).to_bytes(4, "big"))
         while True:
-            c.send(b"{")
+            c.send(b" ")
             time.sleep(0.5)
     if mode == "flood":
         try:
@@ -177,11 +178,13 @@ def test_stopped_and_hostile_agents_of_another_user_cost_one_bounded_wait(
             return [line for line in lines if f"(pid {pid})" in line]
 
         assert any("restarts now" in line for line in said(mine.pid)), lines
-        for proc in stopped:
-            assert said(proc.pid) == [
+        for proc in stopped:  # one line each (one may find no socket: it answers that)
+            (line,) = said(proc.pid)
+            assert "did not answer" not in line or line == (
                 f"{other} (pid {proc.pid}) did not answer within {instances_linux.LIMIT:g} s "
                 "(it is stopped): left as it is"
-            ], lines
+            ), lines
+        assert sum("did not answer" in line for p in stopped for line in said(p.pid)) >= 2
         for mode in ("silent", "drip"):
             (line,) = said(hostile[mode].pid)
             assert "did not answer within" in line, lines
@@ -198,6 +201,8 @@ def test_stopped_and_hostile_agents_of_another_user_cost_one_bounded_wait(
         for proc in procs:
             proc.kill()
             proc.wait(10)
+            if proc.stdout is not None:
+                proc.stdout.close()
 
 
 def test_another_users_answer_is_shown_as_a_few_printable_lines() -> None:
@@ -207,4 +212,4 @@ def test_another_users_answer_is_shown_as_a_few_printable_lines() -> None:
     lines = answer.lines()
     assert lines[0] == "kubetray: root (pid 1): ?[2Jfine"
     assert len(lines) == instances_linux.MAX_LINES
-    assert lines[-1] == "(41 more lines not shown)"
+    assert lines[-1] == "(42 more lines not shown)"
