@@ -266,9 +266,12 @@ def _wait_restarted(started: str, limit: float) -> int:
 
 
 def _all_users(command: list[str]) -> int:
-    """``command`` for every user's running kubetray of this installation (root: packages)."""
-    import subprocess
+    """``command`` for every user's running kubetray of this installation (root: packages).
 
+    All are asked at once and given instances_linux.LIMIT seconds in all; one that has not
+    answered by then is named and left as it is. The exit is 0 all the same: the package's
+    scripts go on whatever another user's process does (they ignore it, ``|| true``).
+    """
     if sys.platform != "linux":
         raise UsageError("--all-users works on Linux only", "run the command as each user")
     if not getattr(sys, "frozen", False):
@@ -278,18 +281,8 @@ def _all_users(command: list[str]) -> int:
     from app import instances_linux
 
     program = os.path.realpath(sys.executable)
-    found = 0
-    for instance in instances_linux.running(program):
-        found += 1
-        try:
-            done = instances_linux.run_as(instance, [program, *command])
-            lines = (done.stdout + done.stderr).strip().splitlines() or [f"exit {done.returncode}"]
-        except (OSError, subprocess.SubprocessError) as e:
-            lines = [f"could not ask it: {e}"]
-        for line in lines:
-            print(f"kubetray: {instance.user} (pid {instance.pid}): {line}", flush=True)
-    if not found:
-        print("kubetray: no user runs kubetray now")
+    for line in instances_linux.ask_everyone(instances_linux.running(program), [program, *command]):
+        print(f"kubetray: {line}", flush=True)
     return 0
 
 
