@@ -248,7 +248,9 @@ def test_a_provider_slower_than_the_old_timeout_logs_nobody_out(
             assert len(waits) < 60, "the slow answer never arrived"
             time.sleep(0.5)
         print(f"{len(waits)} calls during the slow refresh, slowest {max(waits):.2f} s")
-        assert max(waits) < 3  # served from memory, never held for the provider
+        # served from memory, never held for the provider: a call held would wait for the slow
+        # answer (20 s); half that tells the two apart on a loaded machine too
+        assert max(waits) < r.proxy.slow_seconds / 2, waits
         r.proxy.mode = "ok"
         assert r.token(r.call()) != first  # the slow answer's token
         no_logout(r)
