@@ -3,6 +3,7 @@ agent, unless the dead one had asked the person something (then nobody is asked 
 
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -94,6 +95,7 @@ def test_twice_dead_is_said_not_retried_forever(agent) -> None:  # type: ignore[
     served = agent(dies, dies, answers)
     with pytest.raises(AgentGone, match="closed the connection without an answer"):
         exchange.exchange_starting_agent(b'{"op":"get_credential"}', "", [])
+    _until_served(served, 2)  # the stand-in records its second turn as it closes
     assert served == ["dies", "dies"]
 
 
@@ -110,3 +112,10 @@ def test_never_again_once_the_person_was_asked(agent, monkeypatch: pytest.Monkey
         exchange.exchange_starting_agent(b'{"op":"get_credential"}', "", [])
     assert not isinstance(e.value, AgentGone)
     assert asked == ["Password: "] and served == ["prompts_then_dies"]
+
+
+def _until_served(served: list[str], count: int) -> None:
+    """Until the stand-in agent has recorded ``count`` turns (it runs in its own thread)."""
+    deadline = time.monotonic() + 10
+    while len(served) < count and time.monotonic() < deadline:
+        time.sleep(0.01)
