@@ -2,6 +2,7 @@
 holds as chosen. The forward's local end is a real process named ``ssh`` (tests/sshrelay.py),
 so the agent tells the request by its peer exactly as it does with OpenSSH."""
 
+import shlex
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -54,9 +55,11 @@ def app(qtbot: QtBot, kt: KubetrayEnv, monkeypatch: pytest.MonkeyPatch) -> Itera
 
 
 def remote_kubectl(
-    kt: KubetrayEnv, forwarded: Path, identity: str = "prod"
+    kt: KubetrayEnv, forwarded: Path, identity: str = "prod", *args: str
 ) -> subprocess.Popen[str]:
-    """kubetray-exec on the 'remote host': only KUBETRAY_AGENT_SOCK leads to the agent."""
+    """kubetray-exec on the 'remote host': only KUBETRAY_AGENT_SOCK leads to the agent.
+    ``args``: its arguments instead of ``--stored IDENTITY``."""
+    argv = " ".join(shlex.quote(a) for a in args) if args else f"--stored {identity}"
     env = {
         "PATH": "/usr/bin:/bin",
         "HOME": str(kt.home),
@@ -65,7 +68,7 @@ def remote_kubectl(
         "KUBETRAY_RUNTIME_DIR": str(kt.runtime) + "-remote",  # where a local agent would be
     }
     return subprocess.Popen(  # through a shell: a new parent each time, as for kubectl
-        ["/bin/sh", "-c", f"{sys.executable} -m exec_helper --stored {identity}; exit $?"],
+        ["/bin/sh", "-c", f"{sys.executable} -m exec_helper {argv}; exit $?"],
         env=env,
         cwd=ROOT,
         stdin=subprocess.DEVNULL,
@@ -158,23 +161,38 @@ def test_allow_once_serves_only_the_identity_its_question_named(
 def test_a_flood_of_identities_gets_a_few_questions_and_fails_fast(
     qtbot: QtBot, app: TrayApp, kt: KubetrayEnv, tmp_path: Path
 ) -> None:
-    """A host asking for identity after identity: QUESTIONS_PER_HOST questions, the rest
-    refused at once in one line; nothing is made or written for any of them."""
+    """A host asking for identity after identity (new issuers with 4 KB client ids and a
+    --name, renames of one it may not have, unknown stored credentials): QUESTIONS_PER_HOST
+    questions, the rest refused at once in one line; nothing is made, renamed or written for
+    any of them, not even after every question is denied."""
     identities = kt.config / "identities.json"
     before = identities.read_bytes() if identities.exists() else None
+    known = sorted(i.name for i in app.controller.identities())
+    attacker = [
+        (
+            "prodadmin",
+            "--oidc-issuer-url=https://login.attacker.invalid",
+            f"--oidc-client-id=client-{n}-" + "x" * 4000,
+            "--name=prod-admin",
+        )
+        for n in range(8)
+    ]
+    renames = [("prodadmin", "--stored", "dev", f"--name=renamed-{n}") for n in range(4)]
     with ssh_relay(tmp_path, str(kt.runtime / "agent.sock"), host="devvm") as (sock, _):
-        procs = [remote_kubectl(kt, sock, f"prodadmin-{n}") for n in range(20)]
+        procs = [remote_kubectl(kt, sock, *r) for r in attacker + renames]
+        procs += [remote_kubectl(kt, sock, f"prodadmin-{n}") for n in range(8)]
         qtbot.waitUntil(
             lambda: sum(p.poll() is not None for p in procs) == 20 - QUESTIONS_PER_HOST,
             timeout=30000,
         )
-        asked = [k for k in app.consent_dialogs if k.startswith("devvm as prodadmin-")]
+        asked = [k for k in app.consent_dialogs if k.startswith("devvm as ")]
         assert len(asked) == QUESTIONS_PER_HOST
         for p in procs:
             if p.poll() is not None:
                 _out, err = p.communicate()
                 assert p.returncode == 1
-                assert err.strip().startswith(
+                [line] = err.splitlines()
+                assert line.startswith(
                     "kubetray on your desktop asks no more questions about devvm for now"
                 ), err
         for key in asked:
@@ -186,6 +204,7 @@ def test_a_flood_of_identities_gets_a_few_questions_and_fails_fast(
         out, err = later.communicate(timeout=30)
         assert out == "" and "refuses requests forwarded from devvm until its agent" in err
     assert (identities.read_bytes() if identities.exists() else None) == before
+    assert sorted(i.name for i in app.controller.identities()) == known
     assert len(app.consent_dialogs) == QUESTIONS_PER_HOST
 
 
