@@ -5,11 +5,11 @@ A request forwarded from a host asks the person in the app about that identity o
 host arriving meanwhile wait for the same answer, and a request for another identity asks its
 own question. A grant is per identity per host: "this session" lasts until the agent stops,
 "always" is kept in ``remote-hosts.json`` (read again when it changes, so the command line and
-the agent agree). A Deny refuses the host, every identity, until the agent stops;
-``kubetray remote deny`` refuses it for good. A host is asked at most QUESTIONS_PER_HOST
-questions per QUESTION_WINDOW: past that its requests are refused at once, in one line. The
-headless agent has nobody to ask: it serves only what was allowed beforehand (``kubetray
-remote allow HOST IDENTITY``).
+the agent agree). A Deny refuses the host, every identity, until the agent stops, and settles
+the host's other open questions with it; ``kubetray remote deny`` refuses it for good. A host
+is asked at most QUESTIONS_PER_HOST questions per QUESTION_WINDOW: past that its requests are
+refused at once, in one line. The headless agent has nobody to ask: it serves only what was
+allowed beforehand (``kubetray remote allow HOST IDENTITY``).
 
 remote-hosts.json: ``"always": [{"host", "identity"}]`` (the identity's name; ``"key"`` too
 when the dialog granted it, so a later identity of the same name is not served), ``"deny":
@@ -151,7 +151,7 @@ class Consent:
             self._session = {g: n for g, n in self._session.items() if g[0] != host}
             pending = [q for (h, _), q in self._pending.items() if h == host]
         for question in pending:
-            question.answer(Decision.DENY)
+            question.deny_host()
 
     def forget(self, host: str, identity: str | None = None) -> bool:
         """Ask again next time (neither allowed nor denied), about every identity of ``host``
@@ -239,18 +239,8 @@ class Consent:
         self.note_seen(host)
         with self._lock:
             saved = self._saved()
-            if host in saved["deny"]:
-                raise ConsentRefused(
-                    f"kubetray on your desktop refuses requests forwarded from {host}",
-                    f"it was denied there; allow it there with: "
-                    f"kubetray remote allow {host} {identity}",
-                )
-            if host in self._denied:
-                raise ConsentRefused(
-                    f"kubetray on your desktop refuses requests forwarded from {host} until its "
-                    "agent stops (denied there)",
-                    f"to be asked again, run there: kubetray remote forget {host}",
-                )
+            if host in saved["deny"] or host in self._denied:
+                raise _host_refused(host, identity, kept=host in saved["deny"])
             if self._granted(saved, host, identity, key):
                 return
             ask = self.ask
@@ -281,13 +271,21 @@ class Consent:
                 f"(answer there within {self.timeout:g} s)…"
             )
         answered = self._wait(question, conv)
+        others: list[Question] = []
         with self._lock:
             if self._pending.get((host, key)) is question:
                 del self._pending[(host, key)]
             if question.decision is Decision.SESSION:
                 self._session[(host, key)] = identity
-            if first and question.decision is Decision.DENY and not question.expired:
+            denied = question.decision is Decision.DENY and not question.expired
+            if first and denied and not question.host_denied:
+                # The person denied the host: its other identities' questions are moot.
                 self._denied.add(host)
+                others = [q for (h, _), q in self._pending.items() if h == host]
+        for other in others:
+            other.deny_host()
+        if question.host_denied:
+            raise _host_refused(host, identity, kept=host not in self._denied)
         if first and question.decision is Decision.ALWAYS:  # kept once, not per waiter
             self.allow(host, identity, key)
         if not answered:
@@ -337,6 +335,21 @@ class Consent:
                 return
             _last, calls = self._seen.get(host, (None, 0))
             self._seen[host] = (self._clock().isoformat(timespec="seconds"), calls + 1)
+
+
+def _host_refused(host: str, identity: str, kept: bool) -> ConsentRefused:
+    """The line for a request from a denied host: for good (``kept``), or until the agent
+    stops (a Deny in the dialog)."""
+    if kept:
+        return ConsentRefused(
+            f"kubetray on your desktop refuses requests forwarded from {host}",
+            f"it was denied there; allow it there with: kubetray remote allow {host} {identity}",
+        )
+    return ConsentRefused(
+        f"kubetray on your desktop refuses requests forwarded from {host} until its agent "
+        "stops (denied there)",
+        f"to be asked again, run there: kubetray remote forget {host}",
+    )
 
 
 def manage(
