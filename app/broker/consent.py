@@ -116,11 +116,23 @@ class Consent:
         )
 
     @staticmethod
-    def _always(saved: dict[str, Any], host: str, identity: str, key: str) -> bool:
+    def _always(
+        saved: dict[str, Any], host: str, identity: str, key: str, new: bool = False
+    ) -> bool:
         """A kept grant names the identity by key where it was known (its name may have
-        changed since, or be taken by another one later), else by name."""
+        changed since, or be taken by another one later), else by name: then only an identity
+        that exists (a host could otherwise make one under that name, choosing an issuer and
+        client id that spell it)."""
         return any(
-            g["host"] == host and (g["key"] == key if "key" in g else g["identity"] == identity)
+            g["host"] == host
+            and (g["key"] == key if "key" in g else g["identity"] == identity and not new)
+            for g in saved["always"]
+        )
+
+    @staticmethod
+    def _by_name_only(saved: dict[str, Any], host: str, identity: str) -> bool:
+        return any(
+            g["host"] == host and "key" not in g and g["identity"] == identity
             for g in saved["always"]
         )
 
@@ -208,17 +220,20 @@ class Consent:
 
     # -- a forwarded request ------------------------------------------------------------------
 
-    def granted(self, host: str, identity: str, key: str | None = None) -> bool:
-        """Whether ``host`` may have ``identity`` (of ``key``) now, without asking anyone."""
+    def granted(self, host: str, identity: str, key: str | None = None, new: bool = False) -> bool:
+        """Whether ``host`` may have ``identity`` (of ``key``; ``new``: not made yet) now,
+        without asking anyone."""
         key = identity if key is None else key
         with self._lock:
             saved = self._saved()
-            return self._granted(saved, host, identity, key)
+            return self._granted(saved, host, identity, key, new)
 
-    def _granted(self, saved: dict[str, Any], host: str, identity: str, key: str) -> bool:
+    def _granted(
+        self, saved: dict[str, Any], host: str, identity: str, key: str, new: bool = False
+    ) -> bool:
         if host in saved["deny"] or host in self._denied:
             return False
-        return (host, key) in self._session or self._always(saved, host, identity, key)
+        return (host, key) in self._session or self._always(saved, host, identity, key, new)
 
     def check(
         self,
@@ -241,7 +256,7 @@ class Consent:
             saved = self._saved()
             if host in saved["deny"] or host in self._denied:
                 raise _host_refused(host, identity, kept=host in saved["deny"])
-            if self._granted(saved, host, identity, key):
+            if self._granted(saved, host, identity, key, new):
                 return
             ask = self.ask
             if ask is None:
@@ -249,6 +264,13 @@ class Consent:
                 self._refused[(host, identity)] = key
                 while len(self._refused) > MAX_HOSTS:
                     del self._refused[next(iter(self._refused))]
+                if self._by_name_only(saved, host, identity):
+                    raise ConsentRefused(
+                        f"the kubetray agent on your desktop has no login {identity} yet, and "
+                        f"{host} was allowed that name before kubetray knew which login it is",
+                        f"allow it again there, now that it does: "
+                        f"kubetray remote allow {host} {identity}",
+                    )
                 raise ConsentRefused(
                     f"the kubetray agent on your desktop serves an SSH host only the identities "
                     f"it was told about, and nobody is there to ask whether {host} may have a "

@@ -85,6 +85,25 @@ def test_allowing_the_name_a_refusal_gave_allows_that_identity_by_key(consent: C
     assert not consent.granted("h", "kubectl@idp", "oidc:k2")
 
 
+def test_a_name_allowed_before_its_login_exists_lets_no_host_make_one(consent: Consent) -> None:
+    """`kubetray remote allow h kubectl@idp` before any login of that name exists: a host could
+    send an issuer path, client secret or scopes of its own whose identity would be named
+    kubectl@idp. A grant by name alone serves only an identity that exists; a new one is
+    refused, in a line saying to allow it again, which binds the grant to that login."""
+    consent.allow("h", "kubectl@idp")  # no refusal named it in this run: by name alone
+    with pytest.raises(ConsentRefused) as e:
+        consent.check("h", "kubectl@idp", None, key="oidc:attacker", new=True)
+    line = e.value.one_line()
+    assert "has no login kubectl@idp yet" in line and "allow it again there" in line
+    assert line.endswith("kubetray remote allow h kubectl@idp")
+    consent.check("h", "kubectl@idp", None, key="oidc:known")  # an existing one: served
+    with pytest.raises(ConsentRefused):
+        consent.check("h", "kubectl@idp", None, key="oidc:mine", new=True)
+    consent.allow("h", "kubectl@idp")  # after the refusal: that login, by key
+    consent.check("h", "kubectl@idp", None, key="oidc:mine", new=True)
+    assert not consent.granted("h", "kubectl@idp", "oidc:attacker", new=True)
+
+
 def test_an_older_host_wide_allow_grants_no_identity(consent: Consent, tmp_path: Path) -> None:
     """What kubetray before per-identity consent kept for "Always allow": the host, for any
     identity. It is kept in the file (an older kubetray still reads it) but grants nothing:
