@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help system-deps install run test test-fast lint bench bench-login bench-idle bench-installed bench-hardening bench-eks bench-scale bench-status bench-all soak bench-recover package fuzz screenshots clean
+.PHONY: help system-deps install run test test-fast lint bench bench-login bench-idle bench-installed bench-hardening bench-eks bench-scale bench-status bench-all soak bench-recover bench-consent package fuzz screenshots clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 18
@@ -119,6 +119,9 @@ soak: system-deps install $(NODE_DEPS) ## 15 min of faults and kills, main's cod
 
 bench-recover: system-deps install $(NODE_DEPS) ## seconds from a provider outage's end to kubectl served again, main's code beside this tree's
 	$(BIN)/python bench/recover.py --before main $(RECOVER_ARGS)
+
+bench-consent: install ## an SSH host attacks consent: questions asked, files written, served; ae58513 (before issue 37) beside this tree
+	$(BIN)/python bench/remote_consent.py --before ae58513 $(CONSENT_ARGS)
 
 # X11: openbox, trayer (XEmbed tray), dunst. Wayland: sway (headless), waybar (its tray is a
 # StatusNotifierItem host), mako, grim (screenshots), wl-clipboard (what the clipboard holds).

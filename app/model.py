@@ -198,12 +198,21 @@ class Question:
     answered: threading.Event = field(default_factory=threading.Event)
     """Set by the answer, or when nobody answered in time (``expired``)."""
     expired: bool = False
+    host_denied: bool = False
+    """Settled by a Deny of the whole host (another identity's question, or ``kubetray remote
+    deny``), not by an answer to this question."""
 
     def answer(self, decision: Decision) -> None:
         """Called by the app (any thread); the first answer counts, a late one none."""
         if not self.answered.is_set():
             self.decision = decision
             self.answered.set()
+
+    def deny_host(self) -> None:
+        """The host was denied elsewhere: settle this question too (its dialog closes)."""
+        if not self.answered.is_set():
+            self.host_denied = True
+            self.answer(Decision.DENY)
 
     @property
     def text(self) -> str:

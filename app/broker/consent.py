@@ -5,11 +5,11 @@ A request forwarded from a host asks the person in the app about that identity o
 host arriving meanwhile wait for the same answer, and a request for another identity asks its
 own question. A grant is per identity per host: "this session" lasts until the agent stops,
 "always" is kept in ``remote-hosts.json`` (read again when it changes, so the command line and
-the agent agree). A Deny refuses the host, every identity, until the agent stops;
-``kubetray remote deny`` refuses it for good. A host is asked at most QUESTIONS_PER_HOST
-questions per QUESTION_WINDOW: past that its requests are refused at once, in one line. The
-headless agent has nobody to ask: it serves only what was allowed beforehand (``kubetray
-remote allow HOST IDENTITY``).
+the agent agree). A Deny refuses the host, every identity, until the agent stops, and settles
+the host's other open questions with it; ``kubetray remote deny`` refuses it for good. A host
+is asked at most QUESTIONS_PER_HOST questions per QUESTION_WINDOW: past that its requests are
+refused at once, in one line. The headless agent has nobody to ask: it serves only what was
+allowed beforehand (``kubetray remote allow HOST IDENTITY``).
 
 remote-hosts.json: ``"always": [{"host", "identity"}]`` (the identity's name; ``"key"`` too
 when the dialog granted it, so a later identity of the same name is not served), ``"deny":
@@ -116,11 +116,23 @@ class Consent:
         )
 
     @staticmethod
-    def _always(saved: dict[str, Any], host: str, identity: str, key: str) -> bool:
+    def _always(
+        saved: dict[str, Any], host: str, identity: str, key: str, new: bool = False
+    ) -> bool:
         """A kept grant names the identity by key where it was known (its name may have
-        changed since, or be taken by another one later), else by name."""
+        changed since, or be taken by another one later), else by name: then only an identity
+        that exists (a host could otherwise make one under that name, choosing an issuer and
+        client id that spell it)."""
         return any(
-            g["host"] == host and (g["key"] == key if "key" in g else g["identity"] == identity)
+            g["host"] == host
+            and (g["key"] == key if "key" in g else g["identity"] == identity and not new)
+            for g in saved["always"]
+        )
+
+    @staticmethod
+    def _by_name_only(saved: dict[str, Any], host: str, identity: str) -> bool:
+        return any(
+            g["host"] == host and "key" not in g and g["identity"] == identity
             for g in saved["always"]
         )
 
@@ -151,7 +163,7 @@ class Consent:
             self._session = {g: n for g, n in self._session.items() if g[0] != host}
             pending = [q for (h, _), q in self._pending.items() if h == host]
         for question in pending:
-            question.answer(Decision.DENY)
+            question.deny_host()
 
     def forget(self, host: str, identity: str | None = None) -> bool:
         """Ask again next time (neither allowed nor denied), about every identity of ``host``
@@ -208,17 +220,20 @@ class Consent:
 
     # -- a forwarded request ------------------------------------------------------------------
 
-    def granted(self, host: str, identity: str, key: str | None = None) -> bool:
-        """Whether ``host`` may have ``identity`` (of ``key``) now, without asking anyone."""
+    def granted(self, host: str, identity: str, key: str | None = None, new: bool = False) -> bool:
+        """Whether ``host`` may have ``identity`` (of ``key``; ``new``: not made yet) now,
+        without asking anyone."""
         key = identity if key is None else key
         with self._lock:
             saved = self._saved()
-            return self._granted(saved, host, identity, key)
+            return self._granted(saved, host, identity, key, new)
 
-    def _granted(self, saved: dict[str, Any], host: str, identity: str, key: str) -> bool:
+    def _granted(
+        self, saved: dict[str, Any], host: str, identity: str, key: str, new: bool = False
+    ) -> bool:
         if host in saved["deny"] or host in self._denied:
             return False
-        return (host, key) in self._session or self._always(saved, host, identity, key)
+        return (host, key) in self._session or self._always(saved, host, identity, key, new)
 
     def check(
         self,
@@ -239,19 +254,9 @@ class Consent:
         self.note_seen(host)
         with self._lock:
             saved = self._saved()
-            if host in saved["deny"]:
-                raise ConsentRefused(
-                    f"kubetray on your desktop refuses requests forwarded from {host}",
-                    f"it was denied there; allow it there with: "
-                    f"kubetray remote allow {host} {identity}",
-                )
-            if host in self._denied:
-                raise ConsentRefused(
-                    f"kubetray on your desktop refuses requests forwarded from {host} until its "
-                    "agent stops (denied there)",
-                    f"to be asked again, run there: kubetray remote forget {host}",
-                )
-            if self._granted(saved, host, identity, key):
+            if host in saved["deny"] or host in self._denied:
+                raise _host_refused(host, identity, kept=host in saved["deny"])
+            if self._granted(saved, host, identity, key, new):
                 return
             ask = self.ask
             if ask is None:
@@ -259,6 +264,13 @@ class Consent:
                 self._refused[(host, identity)] = key
                 while len(self._refused) > MAX_HOSTS:
                     del self._refused[next(iter(self._refused))]
+                if self._by_name_only(saved, host, identity):
+                    raise ConsentRefused(
+                        f"the kubetray agent on your desktop has no login {identity} yet, and "
+                        f"{host} was allowed that name before kubetray knew which login it is",
+                        f"allow it again there, now that it does: "
+                        f"kubetray remote allow {host} {identity}",
+                    )
                 raise ConsentRefused(
                     f"the kubetray agent on your desktop serves an SSH host only the identities "
                     f"it was told about, and nobody is there to ask whether {host} may have a "
@@ -281,13 +293,21 @@ class Consent:
                 f"(answer there within {self.timeout:g} s)…"
             )
         answered = self._wait(question, conv)
+        others: list[Question] = []
         with self._lock:
             if self._pending.get((host, key)) is question:
                 del self._pending[(host, key)]
             if question.decision is Decision.SESSION:
                 self._session[(host, key)] = identity
-            if first and question.decision is Decision.DENY and not question.expired:
+            denied = question.decision is Decision.DENY and not question.expired
+            if first and denied and not question.host_denied:
+                # The person denied the host: its other identities' questions are moot.
                 self._denied.add(host)
+                others = [q for (h, _), q in self._pending.items() if h == host]
+        for other in others:
+            other.deny_host()
+        if question.host_denied:
+            raise _host_refused(host, identity, kept=host not in self._denied)
         if first and question.decision is Decision.ALWAYS:  # kept once, not per waiter
             self.allow(host, identity, key)
         if not answered:
@@ -337,6 +357,21 @@ class Consent:
                 return
             _last, calls = self._seen.get(host, (None, 0))
             self._seen[host] = (self._clock().isoformat(timespec="seconds"), calls + 1)
+
+
+def _host_refused(host: str, identity: str, kept: bool) -> ConsentRefused:
+    """The line for a request from a denied host: for good (``kept``), or until the agent
+    stops (a Deny in the dialog)."""
+    if kept:
+        return ConsentRefused(
+            f"kubetray on your desktop refuses requests forwarded from {host}",
+            f"it was denied there; allow it there with: kubetray remote allow {host} {identity}",
+        )
+    return ConsentRefused(
+        f"kubetray on your desktop refuses requests forwarded from {host} until its agent "
+        "stops (denied there)",
+        f"to be asked again, run there: kubetray remote forget {host}",
+    )
 
 
 def manage(

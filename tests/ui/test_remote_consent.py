@@ -2,6 +2,7 @@
 holds as chosen. The forward's local end is a real process named ``ssh`` (tests/sshrelay.py),
 so the agent tells the request by its peer exactly as it does with OpenSSH."""
 
+import shlex
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -54,9 +55,11 @@ def app(qtbot: QtBot, kt: KubetrayEnv, monkeypatch: pytest.MonkeyPatch) -> Itera
 
 
 def remote_kubectl(
-    kt: KubetrayEnv, forwarded: Path, identity: str = "prod"
+    kt: KubetrayEnv, forwarded: Path, identity: str = "prod", *args: str
 ) -> subprocess.Popen[str]:
-    """kubetray-exec on the 'remote host': only KUBETRAY_AGENT_SOCK leads to the agent."""
+    """kubetray-exec on the 'remote host': only KUBETRAY_AGENT_SOCK leads to the agent.
+    ``args``: its arguments instead of ``--stored IDENTITY``."""
+    argv = " ".join(shlex.quote(a) for a in args) if args else f"--stored {identity}"
     env = {
         "PATH": "/usr/bin:/bin",
         "HOME": str(kt.home),
@@ -65,7 +68,7 @@ def remote_kubectl(
         "KUBETRAY_RUNTIME_DIR": str(kt.runtime) + "-remote",  # where a local agent would be
     }
     return subprocess.Popen(  # through a shell: a new parent each time, as for kubectl
-        ["/bin/sh", "-c", f"{sys.executable} -m exec_helper --stored {identity}; exit $?"],
+        ["/bin/sh", "-c", f"{sys.executable} -m exec_helper {argv}; exit $?"],
         env=env,
         cwd=ROOT,
         stdin=subprocess.DEVNULL,
@@ -158,34 +161,62 @@ def test_allow_once_serves_only_the_identity_its_question_named(
 def test_a_flood_of_identities_gets_a_few_questions_and_fails_fast(
     qtbot: QtBot, app: TrayApp, kt: KubetrayEnv, tmp_path: Path
 ) -> None:
-    """A host asking for identity after identity: QUESTIONS_PER_HOST questions, the rest
-    refused at once in one line; nothing is made or written for any of them."""
+    """A host asking for identity after identity (new issuers with 4 KB client ids and a
+    --name, unknown stored credentials): QUESTIONS_PER_HOST questions, the rest refused at once
+    in one line. One Deny refuses the host and closes its other questions; nothing is made,
+    renamed or written for any of them."""
     identities = kt.config / "identities.json"
     before = identities.read_bytes() if identities.exists() else None
+    known = sorted(i.name for i in app.controller.identities())
+    attacker = [
+        (
+            "prodadmin",
+            "--oidc-issuer-url=https://login.attacker.invalid",
+            f"--oidc-client-id=client-{n}-" + "x" * 4000,
+            "--name=prod-admin",
+        )
+        for n in range(8)
+    ]
     with ssh_relay(tmp_path, str(kt.runtime / "agent.sock"), host="devvm") as (sock, _):
-        procs = [remote_kubectl(kt, sock, f"prodadmin-{n}") for n in range(20)]
+        procs = [remote_kubectl(kt, sock, *r) for r in attacker]  # each its own identity
+        procs += [remote_kubectl(kt, sock, f"prodadmin-{n}") for n in range(12)]
         qtbot.waitUntil(
-            lambda: sum(p.poll() is not None for p in procs) == 20 - QUESTIONS_PER_HOST,
+            lambda: sum(p.poll() is not None for p in procs) >= 20 - QUESTIONS_PER_HOST,
             timeout=30000,
         )
-        asked = [k for k in app.consent_dialogs if k.startswith("devvm as prodadmin-")]
-        assert len(asked) == QUESTIONS_PER_HOST
-        for p in procs:
-            if p.poll() is not None:
-                _out, err = p.communicate()
-                assert p.returncode == 1
-                assert err.strip().startswith(
-                    "kubetray on your desktop asks no more questions about devvm for now"
-                ), err
-        for key in asked:
-            app.consent_dialogs[key].buttons["Deny"].click()
-        for p in procs:
-            p.communicate(timeout=30)
+        asked = [k for k in app.consent_dialogs if k.startswith("devvm as ")]
+        finished = {p: p.communicate() for p in procs if p.poll() is not None}
+        assert len(asked) == QUESTIONS_PER_HOST, (asked, finished)
+        assert len(finished) == 20 - QUESTIONS_PER_HOST, finished
+        for p, (_out, err) in finished.items():
             assert p.returncode == 1
-        later = remote_kubectl(kt, sock, "dev")  # denied: refused without a question
-        out, err = later.communicate(timeout=30)
-        assert out == "" and "refuses requests forwarded from devvm until its agent" in err
+            [line] = err.splitlines()
+            assert line.startswith(
+                "kubetray on your desktop asks no more questions about devvm for now"
+            ), err
+        app.consent_dialogs[asked[0]].buttons["Deny"].click()  # the host's other questions
+        for key in asked[1:]:  # close with it: one Deny refuses the host
+            qtbot.waitUntil(lambda k=key: not app.consent_dialogs[k].isVisible(), timeout=5000)
+        lines = []
+        for p in procs:
+            if p not in finished:
+                _out, err = p.communicate(timeout=30)
+                assert p.returncode == 1
+                lines += [line for line in err.splitlines() if not line.startswith("Asking")]
+        assert len(lines) == QUESTIONS_PER_HOST
+        assert sum(line.startswith("denied on your desktop: devvm wants") for line in lines) == 1
+        assert sum(
+            line.startswith("kubetray on your desktop refuses requests forwarded from devvm until")
+            for line in lines
+        ) == (QUESTIONS_PER_HOST - 1)
+        for later in (  # denied: refused without a question
+            remote_kubectl(kt, sock, "dev"),
+            remote_kubectl(kt, sock, "", "--stored", "dev", "--name=renamed"),
+        ):
+            out, err = later.communicate(timeout=30)
+            assert out == "" and "refuses requests forwarded from devvm until its agent" in err
     assert (identities.read_bytes() if identities.exists() else None) == before
+    assert sorted(i.name for i in app.controller.identities()) == known
     assert len(app.consent_dialogs) == QUESTIONS_PER_HOST
 
 

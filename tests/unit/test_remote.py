@@ -85,6 +85,25 @@ def test_allowing_the_name_a_refusal_gave_allows_that_identity_by_key(consent: C
     assert not consent.granted("h", "kubectl@idp", "oidc:k2")
 
 
+def test_a_name_allowed_before_its_login_exists_lets_no_host_make_one(consent: Consent) -> None:
+    """`kubetray remote allow h kubectl@idp` before any login of that name exists: a host could
+    send an issuer path, client secret or scopes of its own whose identity would be named
+    kubectl@idp. A grant by name alone serves only an identity that exists; a new one is
+    refused, in a line saying to allow it again, which binds the grant to that login."""
+    consent.allow("h", "kubectl@idp")  # no refusal named it in this run: by name alone
+    with pytest.raises(ConsentRefused) as e:
+        consent.check("h", "kubectl@idp", None, key="oidc:attacker", new=True)
+    line = e.value.one_line()
+    assert "has no login kubectl@idp yet" in line and "allow it again there" in line
+    assert line.endswith("kubetray remote allow h kubectl@idp")
+    consent.check("h", "kubectl@idp", None, key="oidc:known")  # an existing one: served
+    with pytest.raises(ConsentRefused):
+        consent.check("h", "kubectl@idp", None, key="oidc:mine", new=True)
+    consent.allow("h", "kubectl@idp")  # after the refusal: that login, by key
+    consent.check("h", "kubectl@idp", None, key="oidc:mine", new=True)
+    assert not consent.granted("h", "kubectl@idp", "oidc:attacker", new=True)
+
+
 def test_an_older_host_wide_allow_grants_no_identity(consent: Consent, tmp_path: Path) -> None:
     """What kubetray before per-identity consent kept for "Always allow": the host, for any
     identity. It is kept in the file (an older kubetray still reads it) but grants nothing:
@@ -284,3 +303,59 @@ def test_a_forwarded_socket_without_the_variable_is_named_in_the_helper_line(
     with pytest.raises(HelperError) as e:
         agent_start.agent_command()
     assert f"KUBETRAY_AGENT_SOCK={forwarded}" in str(e.value)
+
+
+def test_a_deny_settles_the_hosts_other_open_questions(consent: Consent) -> None:
+    """Deny on one identity's question refuses the host: the questions still open about its
+    other identities close, and their requests hear that the host is refused, not that the
+    person denied a question they never answered. Another host's question stays open."""
+    asked: list[Question] = []
+    consent.ask = asked.append
+    results: dict[str, str] = {}
+
+    def call(host: str, identity: str) -> None:
+        try:
+            consent.check(host, identity, None)
+            results[f"{host} {identity}"] = "served"
+        except ConsentRefused as e:
+            results[f"{host} {identity}"] = e.one_line()
+
+    threads = [
+        threading.Thread(target=call, args=args)
+        for args in (("devvm", "dev"), ("devvm", "prodadmin"), ("bastion", "dev"))
+    ]
+    for n, t in enumerate(threads):
+        t.start()
+        wait_for(lambda n=n: len(asked) == n + 1)  # type: ignore[misc]
+    asked[0].answer(Decision.DENY)
+    threads[0].join()
+    threads[1].join()
+    assert asked[1].answered.is_set() and asked[1].decision is Decision.DENY
+    assert results["devvm dev"].startswith("denied on your desktop: devvm wants a token as dev")
+    assert results["devvm prodadmin"].startswith(
+        "kubetray on your desktop refuses requests forwarded from devvm until its agent stops"
+    )
+    assert threads[2].is_alive() and not asked[2].answered.is_set()
+    asked[2].answer(Decision.ONCE)
+    threads[2].join()
+    assert results["bastion dev"] == "served"
+
+
+def test_kubetray_remote_deny_settles_the_hosts_open_questions(consent: Consent) -> None:
+    asked: list[Question] = []
+    consent.ask = asked.append
+    refused: list[str] = []
+
+    def call() -> None:
+        with pytest.raises(ConsentRefused) as e:
+            consent.check("devvm", "dev", None)
+        refused.append(e.value.one_line())
+
+    waiter = threading.Thread(target=call)
+    waiter.start()
+    wait_for(lambda: len(asked) == 1)
+    consent.deny("devvm")
+    waiter.join()
+    [line] = refused
+    assert line.startswith("kubetray on your desktop refuses requests forwarded from devvm;")
+    assert "kubetray remote allow devvm dev" in line
