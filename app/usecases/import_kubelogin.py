@@ -93,7 +93,6 @@ class ImportKubelogin:
         view = View.load(sorted({c.file for c in found.changes}), lock=True)
         changed = [c for c in found.changes if not records.still_as_written(view, c)]
         edit = records.undo(found.changes)
-        edit.minimal = True
         for path, written in found.written.items():
             exact = self._exact(written)
             if exact is not None:
