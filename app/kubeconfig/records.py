@@ -154,20 +154,20 @@ class ImportRecords:
         """The newest import that changed one of ``paths`` (None: any file), with only its
         changes of those files; None when there is none to undo."""
         wanted = None if paths is None else {_same(p) for p in paths}
+
+        def asked(batch: list[UserChange]) -> list[UserChange]:
+            return [c for c in batch if wanted is None or _same(c.file) in wanted]
+
         rows = self._rows()
-        for index in range(len(rows) - 1, -1, -1):
-            row = rows[index]
-            changes = [c for c in self._changes(row) if wanted is None or _same(c.file) in wanted]
-            if changes:
+        for index, row in reversed(list(enumerate(rows))):
+            if changes := asked(self._changes(row)):
                 written = row.get("files")
                 kept = written if isinstance(written, dict) else {}
                 return Found(index, changes, {c.file: kept.get(c.file) for c in changes})
         if rows:  # imports an older kubetray recorded come before every row
             return None
-        legacy = self._legacy_batches()
-        for index in range(len(legacy) - 1, -1, -1):
-            changes = [c for c in legacy[index] if wanted is None or _same(c.file) in wanted]
-            if changes:
+        for index, batch in reversed(list(enumerate(self._legacy_batches()))):
+            if changes := asked(batch):
                 return Found(-1 - index, changes, {})
         return None
 
