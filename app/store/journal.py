@@ -63,6 +63,9 @@ _LEN = struct.Struct(">I")
 _NONCE = 12
 MAX_RECORD = 1 << 20
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_BINARY = getattr(os, "O_BINARY", 0)
+"""Windows opens a descriptor in text mode unless told: LF would become CRLF in a record (and a
+0x1A byte end a read), so every record after it would read as torn."""
 
 
 class Unreadable(Exception):
@@ -284,7 +287,7 @@ class TokenJournal:
         if self._fd is not None:
             with contextlib.suppress(OSError):
                 os.close(self._fd)
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | _NOFOLLOW)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | _NOFOLLOW | _BINARY)
         self._base, self._size = len(head), len(head) + len(body)
 
     # -- while the agent runs ---------------------------------------------------------------
@@ -350,7 +353,7 @@ class TokenJournal:
 
 def _read(path: str) -> bytes:
     try:
-        fd = os.open(path, os.O_RDONLY | _NOFOLLOW)
+        fd = os.open(path, os.O_RDONLY | _NOFOLLOW | _BINARY)
     except FileNotFoundError:
         return b""
     with os.fdopen(fd, "rb") as f:
