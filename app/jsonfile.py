@@ -94,19 +94,26 @@ def keep_aside(path: str) -> str | None:
     """Rename the unreadable ``path`` to ``NAME.unreadable-TIME``, keeping every byte: the
     copy's path, None if another process did it first; Unreadable if it cannot be renamed
     (then it stays as it is and nothing is written over it)."""
+    try:
+        aside = rename_aside(path)
+    except FileNotFoundError:
+        return None  # another kubetray process set it aside first
+    except OSError as e:
+        raise unreadable(path, e) from None
+    log.warning("%s is not a JSON object: kept it as %s and started a new one", path, aside)
+    return aside
+
+
+def rename_aside(path: str) -> str:
+    """Rename ``path`` to ``NAME.unreadable-TIME`` (a name no earlier copy has) and return
+    it; OSError as the rename raises it. Every file kubetray cannot read is kept this way."""
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     aside = f"{path}{ASIDE}{stamp}"
     n = 1
     while os.path.lexists(aside):
         n += 1
         aside = f"{path}{ASIDE}{stamp}-{n}"
-    try:
-        os.rename(path, aside)
-    except FileNotFoundError:
-        return None  # another kubetray process set it aside first
-    except OSError as e:
-        raise unreadable(path, e) from None
-    log.warning("%s is not a JSON object: kept it as %s and started a new one", path, aside)
+    os.rename(path, aside)
     return aside
 
 

@@ -43,7 +43,7 @@ from typing import Any
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from app import atomic_file, formats
+from app import atomic_file, formats, jsonfile
 from app.errors import AppError
 from app.store.secret_store import SecretStore
 
@@ -200,7 +200,7 @@ class TokenJournal:
                 except KeyError:
                     records, skipped = [], ""
                     if len(data) > data.index(b"\n") + 1:
-                        aside = self._set_aside()
+                        aside = jsonfile.rename_aside(self.path)
                         log.warning(
                             "the token journal was written under a key the keyring no longer "
                             "holds; moved to %s (its tokens cannot be read)",
@@ -271,11 +271,6 @@ class TokenJournal:
                 log.warning("token journal: the keyring refused replayed tokens: %s", e.message)
                 left[store_key] = value
         return left
-
-    def _set_aside(self) -> str:
-        aside = f"{self.path}.unreadable-{self._clock().strftime('%Y%m%dT%H%M%S')}"
-        os.replace(self.path, aside)
-        return aside
 
     def _rewrite(self) -> None:
         """The file anew: header, then one record per unsettled identity; reopened to append."""
