@@ -57,6 +57,9 @@ class DesktopNotifications(QObject):
         self._lock = threading.Lock()
         self._names: dict[int, str] = {}
         self._last: dict[str, int] = {}
+        self._asking = False  # a Notify call waits for its reply (the caller thread)
+        self._early: dict[int, str] = {}
+        """An action on a number not known yet, while Notify's reply is on its way to us."""
         self._stop = threading.Event()
         self._listener: threading.Thread | None = None
         self._jobs: queue.Queue[Callable[[], None] | None] = queue.Queue()
@@ -132,13 +135,20 @@ class DesktopNotifications(QObject):
         def show() -> None:
             with self._lock:
                 replaces = self._last.get(name, 0)
+                self._asking = True
             body = ("kubetray", replaces, icon, title, text, flat, hints, -1)
             reply = self._call("Notify", "susssasa{sv}i", body, NOTIFY_TIMEOUT)
-            if reply is not None:
-                (ident,) = reply
-                with self._lock:
-                    self._names[int(ident)] = name
-                    self._last[name] = int(ident)
+            early_key = None
+            with self._lock:  # one step: the listener sees the number known, or still asked
+                self._asking = False
+                early, self._early = self._early, {}
+                if reply is not None:
+                    ident = int(reply[0])
+                    self._names[ident] = name
+                    self._last[name] = ident
+                    early_key = early.get(ident)
+            if early_key is not None:  # answered before its reply was read here
+                self.action.emit(name, early_key)
             self._done.emit(number, reply is not None)
 
         self._jobs.put(show)
@@ -228,6 +238,10 @@ class DesktopNotifications(QObject):
                 ident, key = message.body
                 with self._lock:
                     name = self._names.get(int(ident))
+                    if name is None and self._asking and len(self._early) < 64:
+                        # The service can send it before the caller thread has read Notify's
+                        # reply: kept for show() to hand on if the number turns out ours.
+                        self._early[int(ident)] = str(key)
                 if name is not None:
                     self.action.emit(name, str(key))
 

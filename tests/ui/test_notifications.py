@@ -173,6 +173,27 @@ def test_a_service_slow_to_answer_holds_nothing_up(qtbot, view) -> None:  # type
         server.close()
 
 
+def test_a_click_that_comes_before_the_services_answer_is_not_lost(qtbot, view) -> None:  # type: ignore[no-untyped-def]
+    """The service may send ActionInvoked before Notify's reply has been read here (another
+    thread reads it): the click still acts (CI lost a *Copy link* this way)."""
+    app, _ = view
+    acted: list[tuple[str, str]] = []
+    app.desktop_notifications.action.connect(lambda name, key: acted.append((name, key)))
+    server = NotificationServer(answer=False)
+    try:
+        app.show_notification("failure", "x", "Login to x failed", "because")
+        qtbot.wait_until(lambda: len(server.received) == 1, timeout=5000)
+        server.invoke(1, "default")  # clicked, and only then the reply with its number
+        qtbot.wait(200)
+        server.answering.set()
+        qtbot.wait_until(lambda: acted == [("x", "default")], timeout=5000)
+        server.invoke(7, "default")  # another program's notification: not ours
+        qtbot.wait(300)
+        assert acted == [("x", "default")]
+    finally:
+        server.close()
+
+
 def test_the_persons_own_cancel_notifies_nothing(qtbot, server: NotificationServer, view) -> None:  # type: ignore[no-untyped-def]
     app, logins = view
     with run_idp() as idp:
