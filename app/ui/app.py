@@ -24,6 +24,7 @@ from app import (
 from app.broker.broker import utcnow
 from app.settings import Settings
 from app.ui import icons
+from app.ui.appearance import Appearance
 from app.ui.controller import TrayController
 from app.ui.tray import TrayApp, dispose
 from exec_helper import paths
@@ -82,6 +83,7 @@ def run(tray: bool | None = None, store: str | None = None, at_login: bool = Fal
     app.setDesktopFileName("kubetray")  # Wayland and the notification daemons find the entry
     app.setWindowIcon(icons.app_icon())
     app.setQuitOnLastWindowClosed(False)
+    appearance = Appearance()  # GNOME's dark style (the portal's): Qt's themes miss it
     install_symbolic_icons()
     if settings.start_at_login:  # an entry an older kubetray wrote becomes this one's
         with contextlib.suppress(OSError):
@@ -171,7 +173,8 @@ def run(tray: bool | None = None, store: str | None = None, at_login: bool = Fal
         # windows and dialogs, the tray icon, the menu (view.shutdown), the bridge, the timer.
         view.shutdown()
         parts.stop()
-        for obj in (bridge, pulse, controller):
+        appearance.close()
+        for obj in (bridge, pulse, controller, appearance):
             dispose(obj)
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, signal.SIG_DFL)
