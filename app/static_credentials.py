@@ -222,6 +222,10 @@ class StoredCredentials:
         kubetray process). Comparing bytes costs microseconds; parsing and building N entries
         is what grew with N."""
 
+    @property
+    def index_path(self) -> str:
+        return self._index_path
+
     def _read_index(self) -> dict[str, dict[str, str | None]]:
         # A missing or damaged index loses only names and dates; the secrets are intact.
         doc = jsonfile.load(self._index_path)

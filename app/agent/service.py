@@ -44,6 +44,10 @@ platform engineer's hundreds of files is far longer than MAX_STRING (issue 33)."
 MAX_LIMIT = 10_000
 
 
+READS = frozenset({"status", "calls", "show"})
+"""Requests that change nothing status shows: the views are not told of them."""
+
+
 class BadRequest(ValueError):
     """A request whose fields are missing, of the wrong type or too large."""
 
@@ -212,6 +216,10 @@ class Service:
         except Exception as e:  # a bug: the caller still gets its one answer
             log.exception("a %s request failed", str(request.get("op"))[:64])
             send(_result(1, stderr=unexpected(e)))
+        finally:
+            op = request.get("op")
+            if not (isinstance(op, str) and op in READS):  # served, logged in or out, ...
+                self._broker.changes.tell()
 
     def _dispatch(
         self, request: dict[str, Any], pid: int | None, send: Send, receive: Receive

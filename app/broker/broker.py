@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
+from app.broker.changes import Changes
 from app.broker.consent import Consent
 from app.broker.flight import Conversation
 from app.broker.logins import Logins, SessionView, at
@@ -90,6 +91,8 @@ class Broker:
         self._stored = stored
         self.registry = registry
         self.logins = logins
+        self.changes = logins.changes if logins else Changes()
+        """Told when what status() says may have changed (changes.py)."""
         self.providers = logins.providers if logins else registry.providers
         self._clock = clock
         self._contexts = contexts
@@ -468,6 +471,11 @@ class Broker:
         """Add a call to the record (most recent last)."""
         with self._lock:
             self._records.append(rec)
+
+    def files(self) -> list[str]:
+        """The files status() reads that another process may write (`kubetray store` writes
+        stored.json without the agent): what a view watches besides ``changes``."""
+        return [self._stored.index_path, self.registry.index_path]
 
     def calls(self, limit: int = 100) -> list[CallRecord]:
         """The most recent calls, newest first."""

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
+from app.broker.changes import Changes
 from app.broker.flight import KEEPALIVE, Conversation, Flights, Login, LoginRequired, Silent
 from app.broker.refresh import RefreshScheduler
 from app.broker.registry import Entry, Registry
@@ -249,6 +250,8 @@ class Logins:
         self.margin = MIN_MARGIN
         """The least time before expiry at which tokens are refreshed (a setting)."""
         self.observers: list[LoginObserver] = []
+        self.changes = Changes()
+        """Told when an identity's state may have changed (the tray listens)."""
         self.desktop = False
         """A desktop app (the tray) hosts these logins: it can always show and ask."""
         self.notice: str | None = None
@@ -325,6 +328,7 @@ class Logins:
                     self._load(st, session)
                 except AppError as e:
                     log.warning("cannot read the tokens of %s: %s", st.identity.name, e.message)
+        self.changes.tell()
 
     def _session(self, st: Entry) -> _Session:
         session = self._sessions.get(st.identity.key)
@@ -901,6 +905,7 @@ class Logins:
         self._flights.begin(st.identity.key, login)
         for observer in self.observers:
             observer.login_started(login)
+        self.changes.tell()
         login.join(conv)  # before the login runs: its first prompt must find this caller
         if why:
             login.show(f"{name} needs a login: {why}")
@@ -908,6 +913,7 @@ class Logins:
         def finished(_error: AppError | None) -> None:
             for observer in self.observers:
                 observer.login_finished(login)
+            self.changes.tell()
 
         def keep(tokens: TokenSet) -> None:
             session = self._session(st)
@@ -1119,6 +1125,7 @@ class Logins:
                 self._note_login_needed(st, session)
             for observer in self.observers:
                 observer.refresh_failed(st.identity.name, *told)
+        self.changes.tell()  # refreshed, or failed: either shows
 
     def _failed(
         self, st: Entry, session: _Session, sent: TokenSet, error: AppError

@@ -86,6 +86,10 @@ class Registry:
         """Why the index could not be read last time (a newer format, permissions): until it
         can, identities live in memory only and the index is never written."""
 
+    @property
+    def index_path(self) -> str:
+        return self._index_path
+
     # -- lookups --------------------------------------------------------------------------
 
     def get(self, key: str) -> Entry | None:

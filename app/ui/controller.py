@@ -6,13 +6,14 @@ worker threads and report back through signals. Never touch a widget from here.
 """
 
 import contextlib
+import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from urllib.parse import urlsplit
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QFileSystemWatcher, QObject, QTimer, Signal
 
 from app import compose
 from app.broker.logins import Login, Silent
@@ -22,6 +23,8 @@ from app.model import CallRecord, ContextUse, Decision, IdentityStatus, Question
 from app.settings import Settings
 
 PROMPT_TIMEOUT = 300.0
+CHANGES_COALESCE_MS = 100
+"""The core's changes within this many milliseconds make one look at its status."""
 DIALOG_CA_HINT = (
     "choose the CA certificate that signed the provider's certificate as Provider CA file"
 )
@@ -119,6 +122,7 @@ class TrayController(QObject):
     _begun = Signal(str, bool)  # name, started by a program (kubectl), not by a person
     _ended = Signal(str, str, bool)  # name, error, cancelled (by a person or by Quit)
     _refresh_refused = Signal(str, str)  # name, why
+    _core_changed = Signal()  # from any thread: the core's changes.tell()
 
     def __init__(self, core: Core, settings: Settings, clock: Callable[[], datetime]) -> None:
         super().__init__()
@@ -149,6 +153,43 @@ class TrayController(QObject):
         self.device_code.connect(self._on_device_code)
         self.prompt.connect(self._on_prompt)  # before the view's: it opens a modal dialog
         self._refresh_refused.connect(self._on_refresh_refused)
+        # What the core says changed reaches the views as one `changed` per burst, on the GUI
+        # thread (a kubectl loop tells it tens of times a second).
+        self._soon = QTimer(self)
+        self._soon.setSingleShot(True)
+        self._soon.setInterval(CHANGES_COALESCE_MS)
+        self._soon.timeout.connect(self.changed.emit)
+        self._core_changed.connect(self._changed_soon)
+        self._listener = self._core_changed.emit
+        logins.changes.listen(self._listener)
+        self._watcher = QFileSystemWatcher(self)
+        self._watched: list[str] = []
+        self._watcher.fileChanged.connect(self._file_changed)
+        self._watcher.directoryChanged.connect(self._file_changed)
+        self.watch_files()
+
+    def watch_files(self) -> None:
+        """What other processes write and the views show: the stored credentials' and the
+        identities' indexes, and kubectl's kubeconfig files (a context added or removed). Their
+        directories too: a file written whole and renamed into place leaves a file's watch."""
+        from app.kubeconfig.view import default_paths
+
+        files = [os.path.abspath(f) for f in (*self.broker.files(), *default_paths())]
+        folders = {os.path.dirname(f) for f in files}
+        self._watched = files
+        paths = [p for p in (*folders, *files) if os.path.exists(p)]
+        if paths:
+            self._watcher.addPaths(paths)
+
+    def _file_changed(self, _path: str) -> None:
+        gone = [f for f in self._watched if f not in self._watcher.files() and os.path.isfile(f)]
+        if gone:  # replaced: watched again
+            self._watcher.addPaths(gone)
+        self._changed_soon()
+
+    def _changed_soon(self) -> None:
+        if not self._soon.isActive():
+            self._soon.start()
 
     def apply_settings(self) -> None:
         """Make the settings take effect (after loading, and after the Settings window)."""
@@ -158,6 +199,8 @@ class TrayController(QObject):
         """Stop observing the logins (the app is closing)."""
         if self in self.logins.observers:
             self.logins.observers.remove(self)
+        self.logins.changes.ignore(self._listener)
+        self._soon.stop()
         self.logins.desktop = False
         if self.broker.consent is not None:
             self.broker.consent.ask = None

@@ -88,6 +88,9 @@ why)."""
 MOOT_WHEN_SIGNED_IN = {"login", "expiring", "refresh", "failure"}
 """Kinds withdrawn once the identity is signed in however it happened."""
 
+IDLE_LOOK = 60.0
+"""Seconds between looks at the core when nothing said it changed (a state that changes at a
+moment the view does not know, such as a credential's start)."""
 STAND_IN_RACE = 60.0
 """Seconds after the window came up for a missing tray in which a tray that appears takes its
 place again (the panel was on its way); later the person may be using it, and it stays."""
@@ -140,6 +143,23 @@ def clipboard_from_anywhere() -> bool:
     compositor gives it only to a focused window of ours with recent input: there *Copy link*
     opens a small window whose Copy button does it."""
     return QGuiApplication.platformName() != "wayland"
+
+
+def next_change(identities: list[IdentityStatus], now: datetime, margin: timedelta) -> float:
+    """Seconds until what the views say of ``identities`` changes with time alone: the next
+    whole minute of a "54m left", every second of a last minute, the moment a token enters
+    the refresh ``margin`` (it reads "expiring"); at most IDLE_LOOK."""
+    wait = IDLE_LOOK
+    for ident in identities:
+        if not ident.expires:
+            continue
+        left = (datetime.fromisoformat(ident.expires) - now).total_seconds()
+        if left <= 0:
+            continue  # "expired" stays; the core says when it refreshes or fails
+        wait = min(wait, 1.0 if left <= 60 else left % 60 + 0.05)
+        if (into_margin := left - margin.total_seconds()) > 0:
+            wait = min(wait, into_margin + 0.05)
+    return max(wait, 0.05)
 
 
 def _update(
@@ -271,9 +291,12 @@ class TrayApp(QObject):
         controller.prompt.connect(self._prompt)
         controller.consent_asked.connect(self._consent)
         controller.notify.connect(self.show_notification)
+        # The core says what changed (controller.changed); this timer only wakes for what
+        # changes with time alone: the next minute of a "54m left", an expiry (next_change).
         self.timer = QTimer(self)
+        self.timer.setSingleShot(True)
         self.timer.timeout.connect(self.tick)
-        self.timer.start(1000)
+        self.menu.aboutToShow.connect(self.refresh)  # a kubeconfig edited meanwhile, too
         self.refresh()
 
     # -- the tray comes and goes ------------------------------------------------------------
@@ -356,6 +379,7 @@ class TrayApp(QObject):
             self.main_window.update_status(identities, now)
         self._update_menu(identities, shown, now)
         self._withdraw_answered(identities)
+        self.timer.start(int(next_change(identities, now, self.controller.logins.margin) * 1000))
 
     def _tooltip_text(
         self, identities: list[IdentityStatus], shown: list[IdentityStatus], now: Any

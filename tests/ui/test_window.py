@@ -2,6 +2,8 @@
 by identity, live updates, search, and the actions on a row."""
 
 import os
+import threading
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -172,7 +174,7 @@ def test_window_updates_live(qtbot, view: TrayApp, world, tmp_path: Path) -> Non
     now = datetime.now(UTC)
     stored.save(StoredCredential(name="ops", token="t"), now)
     qtbot.wait_until(lambda: "ops" in [r[0] for r in window.rows()], timeout=3000)
-    # A token arrives for the OIDC identity: the row follows within the tray's 1 s tick.
+    # A token arrives for the OIDC identity: the core says so, and the row follows.
     tokens = TokenSet(
         expires_at=now + timedelta(hours=1),
         issued_at=now,
@@ -396,3 +398,72 @@ def test_a_login_in_progress_can_be_finished_or_cancelled_from_the_window(
             view.shutdown()
             core.stop()
             qtbot.wait(50)
+
+
+def test_the_tray_asks_the_core_only_when_told_or_when_a_minute_turns(
+    qtbot, view: TrayApp, world, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """The core says what changed (issue 39): idle, the tray does not ask for status every
+    second; a change in the core, or a kubeconfig written by another program, shows at once."""
+    core, _, store = world
+    now = datetime.now(UTC)
+    tokens = TokenSet(  # 30 min 40 s left: the next minute turns in 40 s
+        expires_at=now + timedelta(minutes=30, seconds=40),
+        issued_at=now,
+        id_token="t",
+        claims={"email": "alice@example.test"},
+    )
+    give_tokens(core, store, "team", tokens)
+    view.show_main_window()
+    window = view.main_window
+    assert window is not None
+    qtbot.wait_until(lambda: ("team", "alice@example.test") in [r[:2] for r in window.rows()])
+    qtbot.wait(500)  # the look the tokens' arrival asked for
+    asked: list[float] = []
+    status = view.controller.identities
+
+    def counted() -> list:  # type: ignore[type-arg]
+        asked.append(time.monotonic())
+        return status()
+
+    view.controller.identities = counted  # type: ignore[method-assign]
+    qtbot.wait(3000)
+    assert asked == []  # idle: asked every second before
+    for _ in range(30):  # a burst (a kubectl loop): one look, or two
+        threading.Thread(target=core.logins.changes.tell).start()
+    qtbot.wait_until(lambda: len(asked) >= 1, timeout=2000)
+    qtbot.wait(500)
+    assert len(asked) <= 2, asked
+    # Another program renames a context in a kubeconfig file (written whole, renamed in).
+    first = Path(os.environ["KUBECONFIG"].split(os.pathsep)[0])
+    text = first.read_text().replace("prod-us", "prod-west")
+    (first.parent / "new").write_text(text)
+    os.replace(first.parent / "new", first)
+    qtbot.wait_until(lambda: "  prod-west" in [r[0] for r in window.rows()], timeout=3000)
+    # And edits it in place, as `kubectl config` does.
+    first.write_text(first.read_text().replace("prod-west", "prod-east"))
+    qtbot.wait_until(lambda: "  prod-east" in [r[0] for r in window.rows()], timeout=3000)
+
+
+def test_the_next_look_falls_when_the_views_text_would_change() -> None:
+    from app.model import IdentityStatus, State
+    from app.ui.tray import IDLE_LOOK, next_change
+
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    margin = timedelta(seconds=90)
+
+    def one(left: timedelta | None) -> list[IdentityStatus]:
+        expires = (now + left).isoformat() if left is not None else None
+        return [IdentityStatus(name="x", kind="oidc", state=State.READY, expires=expires)]
+
+    assert next_change([], now, margin) == IDLE_LOOK
+    assert next_change(one(None), now, margin) == IDLE_LOOK  # never expires
+    assert next_change(one(timedelta(minutes=30, seconds=40)), now, margin) == pytest.approx(40.05)
+    assert next_change(one(timedelta(seconds=45)), now, margin) == 1.0  # "45s left"
+    assert next_change(one(timedelta(seconds=-5)), now, margin) == IDLE_LOOK  # "expired" stays
+    # 2 min 10 s left: it enters the 90 s margin ("expiring") in 40 s, its minute turns in 10 s
+    assert next_change(one(timedelta(minutes=2, seconds=10)), now, margin) == pytest.approx(10.05)
+    assert next_change(one(timedelta(minutes=2, seconds=50)), now, margin) == pytest.approx(50.05)
+    assert next_change(one(timedelta(minutes=2, seconds=5)), now, timedelta(seconds=123)) == (
+        pytest.approx(2.05)
+    )
