@@ -32,6 +32,8 @@ KEY = "color-scheme"
 READ_TIMEOUT = 10.0
 """Seconds the first read may take: the bus may be starting the portal (D-Bus activation)."""
 
+DESKTOPS = ("xcb", "wayland")
+"""Qt's platforms on a desktop's display, where the portal is asked."""
 SCHEMES = {1: Qt.ColorScheme.Dark, 2: Qt.ColorScheme.Light}
 """The portal's values kubetray acts on; anything else leaves the platform's own scheme."""
 
@@ -70,7 +72,9 @@ class Appearance(QObject):
         self._palette_set = False  # whether kubetray set the application's palette
         self._read.connect(self._apply)
         self._thread: threading.Thread | None = None
-        if sys.platform.startswith("linux"):
+        # A desktop's display only: offscreen (the tests, a bench) or a headless agent has no
+        # look to follow, and asking would start the portal on a bus with no display.
+        if sys.platform.startswith("linux") and QGuiApplication.platformName().startswith(DESKTOPS):
             self._thread = threading.Thread(target=self._follow, name="appearance", daemon=True)
             self._thread.start()
 
