@@ -23,8 +23,10 @@ from app.model import CallRecord, ContextUse, Decision, IdentityStatus, Question
 from app.settings import Settings
 
 PROMPT_TIMEOUT = 300.0
-CHANGES_COALESCE_MS = 100
-"""The core's changes within this many milliseconds make one look at its status."""
+CHANGES_COALESCE_MS = 500
+"""The core's changes within this many milliseconds make one look at its status: a kubectl
+loop (every call is a change) costs the tray two looks a second at most, as the old
+once-a-second clock did, and nothing when idle."""
 DIALOG_CA_HINT = (
     "choose the CA certificate that signed the provider's certificate as Provider CA file"
 )

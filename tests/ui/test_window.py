@@ -429,8 +429,11 @@ def test_the_tray_asks_the_core_only_when_told_or_when_a_minute_turns(
     view.controller.identities = counted  # type: ignore[method-assign]
     qtbot.wait(3000)
     assert asked == []  # idle: asked every second before
-    for _ in range(30):  # a burst (a kubectl loop): one look, or two
-        threading.Thread(target=core.logins.changes.tell).start()
+    def burst() -> None:  # a kubectl loop's calls, each a change: one look, or two
+        for _ in range(30):
+            core.logins.changes.tell()
+
+    threading.Thread(target=burst).start()
     qtbot.wait_until(lambda: len(asked) >= 1, timeout=2000)
     qtbot.wait(500)
     assert len(asked) <= 2, asked
