@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -106,3 +106,35 @@ def running_app(
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(5)
+
+
+@contextmanager
+def tray_icon(env: dict[str, str]) -> Iterator[Callable[[str], None]]:
+    """`tests/ui/tray_icon.py` (the app's tray icon alone) with ``env``, until the block ends;
+    yields ``show(state)``, which returns once the icon shows ``state`` ("none" at first)."""
+    icon = subprocess.Popen(
+        [sys.executable, str(ROOT / "tests" / "ui" / "tray_icon.py")],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=ROOT,
+    )
+    assert icon.stdin is not None and icon.stdout is not None
+    stdin, stdout = icon.stdin, icon.stdout
+
+    def show(state: str) -> None:
+        if state != "none":
+            stdin.write(state + "\n")
+            stdin.flush()
+        while (line := stdout.readline()) and line.strip() != f"shown {state}":
+            pass  # Qt's own lines
+        assert line, f"the icon's program ended before showing {state}"
+
+    try:
+        yield show
+    finally:
+        stdin.close()
+        icon.wait(10)
+        stdout.close()

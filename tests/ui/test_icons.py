@@ -30,6 +30,11 @@ def luminance(color: QColor) -> float:
     )
 
 
+def distance(a: QColor, b: QColor) -> int:
+    """How far apart two colours are: the largest difference of their red, green and blue."""
+    return max(abs(a.red() - b.red()), abs(a.green() - b.green()), abs(a.blue() - b.blue()))
+
+
 def contrast(a: QColor, b: QColor) -> float:
     la, lb = sorted((luminance(a), luminance(b)), reverse=True)
     return (la + 0.05) / (lb + 0.05)
@@ -82,14 +87,7 @@ def legibility(shown: QImage, panel: QColor) -> tuple[float, float]:
     for y in range(shown.height()):
         for x in range(shown.width()):
             pixel = shown.pixelColor(x, y)
-            if (
-                max(
-                    abs(pixel.red() - panel.red()),
-                    abs(pixel.green() - panel.green()),
-                    abs(pixel.blue() - panel.blue()),
-                )
-                <= 8
-            ):
+            if distance(pixel, panel) <= 8:
                 continue
             icon.append((x, y))
             if contrast(pixel, panel) >= 3.0:

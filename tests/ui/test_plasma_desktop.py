@@ -15,9 +15,10 @@ from typing import Any
 
 import pytest
 
-from tests.ui.desktop import require_desktop, xvfb
+from tests.ui.desktop import require_desktop, tray_icon, xvfb
 from tests.ui.test_panel import until
 from tests.ui.test_wayland_desktop import colour_present
+from tests.ui.wayland import stop
 
 pytestmark = pytest.mark.skipif(
     not os.environ.get("DBUS_SESSION_BUS_ADDRESS"), reason="no D-Bus session: run with-keyring"
@@ -139,13 +140,7 @@ def plasma(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Plasma]:
             time.sleep(3)  # the panel's first paint
             yield Plasma(display, env, request.param)
         finally:
-            for proc in reversed(procs):
-                proc.terminate()
-                try:
-                    proc.wait(10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(5)
+            stop(*reversed(procs))
             log.close()
 
 
@@ -160,17 +155,14 @@ def without(crop: Any, colour: str, background: Any, near: int = 48) -> Any:
     anti-aliased edge) painted as the panel: what is left is the wheel."""
     from PySide6.QtGui import QColor
 
+    from tests.ui.test_icons import distance
+
     want = QColor(colour)
     hits = [
         (x, y)
         for y in range(crop.height())
         for x in range(crop.width())
-        if max(
-            abs(crop.pixelColor(x, y).red() - want.red()),
-            abs(crop.pixelColor(x, y).green() - want.green()),
-            abs(crop.pixelColor(x, y).blue() - want.blue()),
-        )
-        <= near
+        if distance(crop.pixelColor(x, y), want) <= near
     ]
     out = crop.copy()
     if not hits:
@@ -185,18 +177,14 @@ def without(crop: Any, colour: str, background: Any, near: int = 48) -> Any:
 def items(strip: Any, background: Any) -> list[tuple[int, int]]:
     """The panel's right half as runs of columns that are not its background: (left, right)
     of each item (tray icons, the clock), separated by 2 or more background columns."""
+    from tests.ui.test_icons import distance
+
     runs: list[tuple[int, int]] = []
     start = None
     gap = 0
     for x in range(strip.width() // 2, strip.width()):
         busy = any(
-            max(
-                abs(strip.pixelColor(x, y).red() - background.red()),
-                abs(strip.pixelColor(x, y).green() - background.green()),
-                abs(strip.pixelColor(x, y).blue() - background.blue()),
-            )
-            > 8
-            for y in range(4, strip.height() - 4)
+            distance(strip.pixelColor(x, y), background) > 8 for y in range(4, strip.height() - 4)
         )
         if busy:
             start = x if start is None else start
@@ -219,25 +207,10 @@ def test_the_icon_reads_on_plasma_s_panel_in_every_state(
     # Plasma's tray before the icon: it puts a new item left of the ones it has.
     strip, background = panel_strip(plasma.grab(tmp_path / "before.png"))
     tray_left = items(strip, background)[0][0]
-    icon = subprocess.Popen(
-        [sys.executable, str(Path(__file__).parent / "tray_icon.py")],
-        env=plasma.env,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        cwd=Path(__file__).parents[2],
-    )
-    assert icon.stdin is not None and icon.stdout is not None
     measured = {}
-    try:
+    with tray_icon(plasma.env) as show:
         for state in ("none", "ok", "expiring", "login", "error"):
-            if state != "none":
-                icon.stdin.write(state + "\n")
-                icon.stdin.flush()
-            while (line := icon.stdout.readline()) and line.strip() != f"shown {state}":
-                pass  # Qt's own lines
-            assert line, f"the icon's program ended before showing {state}"
+            show(state)
             badge = plasma.badge(state)
             found: list[Any] = []
 
@@ -265,8 +238,4 @@ def test_the_icon_reads_on_plasma_s_panel_in_every_state(
                 round(contrast(QColor(badge), QColor(background)), 2) if badge else None,
             )
             assert reads(wheel, QColor(background)), (state, background.name(), measured[state])
-    finally:
-        icon.stdin.close()
-        icon.wait(10)
-        icon.stdout.close()
     print(f"Plasma: {measured}")

@@ -22,7 +22,7 @@ from app.ui.controller import TrayController
 from app.ui.tray import TrayApp
 from tests.core import make_core
 from tests.idp import run_idp
-from tests.ui.desktop import require_desktop
+from tests.ui.desktop import require_desktop, tray_icon
 from tests.ui.wayland import start, stop, sway
 
 pytestmark = pytest.mark.skipif(
@@ -157,43 +157,26 @@ def test_the_icon_reads_on_waybar_in_every_state(qapp, tmp_path: Path, style: st
             dict(wayland, XDG_DATA_HOME=str(data)),
             log,
         )
-        icon = subprocess.Popen(
-            [sys.executable, str(Path(__file__).parent / "tray_icon.py")],
-            env=env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            cwd=Path(__file__).parents[2],
-        )
-        assert icon.stdin is not None and icon.stdout is not None
         measured = {}
         try:
-            for state in ("none", "ok", "expiring", "login", "error"):
-                if state != "none":
-                    icon.stdin.write(state + "\n")
-                    icon.stdin.flush()
-                while (line := icon.stdout.readline()) and line.strip() != f"shown {state}":
-                    pass  # Qt's own lines
-                assert line, f"the icon's program ended before showing {state}"
-                shot = tmp_path / f"{state}.png"
+            with tray_icon(env) as show:
+                for state in ("none", "ok", "expiring", "login", "error"):
+                    show(state)
+                    shot = tmp_path / f"{state}.png"
 
-                def drawn(shot: Path = shot, state: str = state) -> bool:
-                    subprocess.run(["grim", str(shot)], env=env, check=True, timeout=10)
+                    def drawn(shot: Path = shot, state: str = state) -> bool:
+                        subprocess.run(["grim", str(shot)], env=env, check=True, timeout=10)
+                        crop = tray_crop(shot)
+                        return crop.width() > 10 and colour_present(crop, source_fills(state)[1])
+
+                    deadline = time.monotonic() + 20
+                    while not drawn():
+                        assert time.monotonic() < deadline, f"{state}: not drawn"
                     crop = tray_crop(shot)
-                    return crop.width() > 10 and colour_present(crop, source_fills(state)[1])
-
-                deadline = time.monotonic() + 20
-                while not drawn():
-                    assert time.monotonic() < deadline, f"{state}: not drawn"
-                crop = tray_crop(shot)
-                panel = crop.pixelColor(1, 1)
-                measured[state] = legibility(crop, QColor(panel))
-                assert reads(crop, QColor(panel)), (state, panel.name(), measured[state])
+                    panel = crop.pixelColor(1, 1)
+                    measured[state] = legibility(crop, QColor(panel))
+                    assert reads(crop, QColor(panel)), (state, panel.name(), measured[state])
         finally:
-            icon.stdin.close()
-            icon.wait(10)
-            icon.stdout.close()
             stop(bar)
     print(f"waybar, {style or 'default'}: {measured}")
 
@@ -202,21 +185,11 @@ def colour_present(crop: "QImage", colour: str, near: int = 24) -> bool:  # noqa
     """Whether a few pixels of ``colour`` (the state's badge) are in ``crop``."""
     from PySide6.QtGui import QColor
 
+    from tests.ui.test_icons import distance
+
     want = QColor(colour)
-    found = 0
-    for y in range(crop.height()):
-        for x in range(crop.width()):
-            c = crop.pixelColor(x, y)
-            if (
-                max(
-                    abs(c.red() - want.red()),
-                    abs(c.green() - want.green()),
-                    abs(c.blue() - want.blue()),
-                )
-                <= near
-            ):
-                found += 1
-    return found >= 4
+    pixels = (crop.pixelColor(x, y) for y in range(crop.height()) for x in range(crop.width()))
+    return sum(distance(c, want) <= near for c in pixels) >= 4
 
 
 def windows(wayland: dict[str, str]) -> list[dict]:  # type: ignore[type-arg]

@@ -429,6 +429,7 @@ def test_the_tray_asks_the_core_only_when_told_or_when_a_minute_turns(
     view.controller.identities = counted  # type: ignore[method-assign]
     qtbot.wait(3000)
     assert asked == []  # idle: asked every second before
+
     def burst() -> None:  # a kubectl loop's calls, each a change: one look, or two
         for _ in range(30):
             core.logins.changes.tell()
