@@ -90,7 +90,7 @@ def main() -> int:
     finally:
         for p in procs:
             p.terminate()
-    return status or shoot_wayland()
+    return status or shoot_wayland() or shoot_plasma() or shoot_gnome_dark()
 
 
 def shoot(work: Path, procs: list[subprocess.Popen[bytes]]) -> int:
@@ -344,6 +344,72 @@ def shoot_wayland() -> int:
     for png in out.glob("*.png"):
         sh.copy(png, OUT / png.name)
     return done.returncode
+
+
+def shoot_plasma() -> int:
+    """The icon in KDE Plasma's system tray (the real plasmashell, tests/ui/test_plasma_desktop)
+    on its default Breeze panel and on Breeze Dark, in two states."""
+    from tests.ui.desktop import tray_icon
+    from tests.ui.test_plasma_desktop import LOOKS, PANEL, PLASMA_PROGRAMS, plasma_session
+
+    if any(shutil.which(p) is None and not os.path.exists(p) for p in PLASMA_PROGRAMS):
+        print("plasma: skipped (needs plasma-desktop, kded5, kactivitymanagerd, Xvfb)")
+        return 0
+    for name, look in zip(("light", "dark"), LOOKS.values(), strict=True):
+        with (
+            tempfile.TemporaryDirectory(prefix="kt-plasma-shots-") as tmp,
+            plasma_session(Path(tmp), look) as plasma,
+            tray_icon(plasma.env) as show,
+        ):
+            for state in ("ok", "login"):
+                show(state)
+                time.sleep(3)  # Plasma fades a new icon in
+                shot = plasma.grab(Path(tmp) / "shot.png")
+                crop = shot.copy(shot.width() - 300, shot.height() - PANEL, 300, PANEL)
+                crop.save(str(OUT / f"plasma-{name}-{state}.png"))
+    print("plasma: the icon on Breeze and Breeze Dark")
+    return 0
+
+
+def shoot_gnome_dark() -> int:
+    """The main window under GNOME's dark style, as the real xdg-desktop-portal says it
+    (tests/ui/test_portal_dark): the app in its own process, its window standing in (no tray)."""
+    from tests.ui.test_panel import until
+    from tests.ui.test_portal_dark import PORTAL_GTK, gnome_portal, main_window
+
+    if not PORTAL_GTK.exists() or not shutil.which("xdotool"):
+        print("gnome: skipped (needs xdg-desktop-portal-gtk and xdotool)")
+        return 0
+    with (
+        tempfile.TemporaryDirectory(prefix="kt-gnome-shots-") as tmp,
+        gnome_portal(Path(tmp)) as desktop,
+    ):
+        env = dict(
+            os.environ,
+            DISPLAY=desktop.display,
+            QT_QPA_PLATFORM="xcb",
+            XDG_CURRENT_DESKTOP="GNOME",
+            KUBETRAY_RUNTIME_DIR=f"{tmp}/run",
+            KUBETRAY_CONFIG_DIR=f"{tmp}/config",
+            KUBETRAY_STATE_DIR=f"{tmp}/state",
+        )
+        app = subprocess.Popen(
+            [sys.executable, str(ROOT / "tests" / "ui" / "tray_app.py"), "dev=https://idp.invalid"],
+            env=env,
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            until(lambda: main_window(desktop.display, app.pid), 30, "the main window")
+            window = main_window(desktop.display, app.pid)
+            until(lambda: desktop.lightness(window) < 0.35, 15, "the window dark")
+            desktop.lightness(window, OUT / "gnome-dark-main-window.png")
+        finally:
+            app.terminate()
+            app.wait(20)
+    print("gnome: the main window under dark style")
+    return 0
 
 
 # -- the main window and its dialogs -----------------------------------------------------------

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -101,16 +102,17 @@ class Plasma:
         return QImage(str(path))
 
 
-@pytest.fixture(params=LOOKS.values(), ids=LOOKS.keys())
-def plasma(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Plasma]:
-    require_desktop("Xvfb", "plasmashell", "kded5", "gdbus", str(ACTIVITIES))
+@contextmanager
+def plasma_session(tmp_path: Path, look: str) -> Iterator[Plasma]:
+    """Plasma on its own Xvfb, with ``look`` (a Plasma style, "" for its default), in a home
+    under ``tmp_path``, until the block ends (also scripts/screenshots.py)."""
     home = tmp_path / "home"
     config = home / ".config"
     config.mkdir(parents=True)
     runtime = tmp_path / "runtime"
     runtime.mkdir(mode=0o700)
-    if request.param:  # as System Settings writes it: the Plasma style
-        (config / "plasmarc").write_text(f"[Theme]\nname={request.param}\n")
+    if look:  # as System Settings writes it: the Plasma style
+        (config / "plasmarc").write_text(f"[Theme]\nname={look}\n")
     with xvfb() as display:
         env = dict(
             os.environ,
@@ -138,10 +140,20 @@ def plasma(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Plasma]:
             )
             until(lambda: "org.kde.StatusNotifierHost-" in bus_names(), 60, "Plasma's tray")
             time.sleep(3)  # the panel's first paint
-            yield Plasma(display, env, request.param)
+            yield Plasma(display, env, look)
         finally:
             stop(*reversed(procs))
             log.close()
+
+
+PLASMA_PROGRAMS = ("Xvfb", "plasmashell", "kded5", "gdbus", str(ACTIVITIES))
+
+
+@pytest.fixture(params=LOOKS.values(), ids=LOOKS.keys())
+def plasma(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Plasma]:
+    require_desktop(*PLASMA_PROGRAMS)
+    with plasma_session(tmp_path, request.param) as session:
+        yield session
 
 
 def panel_strip(shot: Any) -> tuple[Any, Any]:

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ import pytest
 from tests.peers import KubetrayEnv, require
 from tests.ui.desktop import require_desktop, running_app, xvfb
 from tests.ui.test_panel import until
+from tests.ui.wayland import stop
 
 pytestmark = pytest.mark.skipif(
     not os.environ.get("DBUS_SESSION_BUS_ADDRESS"), reason="no D-Bus session: run with-keyring"
@@ -66,10 +68,11 @@ class Desktop:
         )  # fmt: skip
         return found.stdout.strip()
 
-    def lightness(self, window: str) -> float:
-        """The mean lightness (0 black, 1 white) of a grid of the window's pixels."""
+    def lightness(self, window: str, save: Path | None = None) -> float:
+        """The mean lightness (0 black, 1 white) of a grid of the window's pixels (the window
+        saved as ``save`` too)."""
         grabbed = subprocess.run(
-            [sys.executable, "-c", GRAB, window],
+            [sys.executable, "-c", GRAB, window, *([str(save)] if save else [])],
             env=dict(os.environ, DISPLAY=self.display, QT_QPA_PLATFORM="xcb"),
             capture_output=True,
             text=True,
@@ -79,10 +82,10 @@ class Desktop:
         return float(grabbed.stdout.split()[-1])
 
 
-@pytest.fixture
-def gnome(tmp_path: Path) -> Iterator[Desktop]:
-    require_desktop("Xvfb", "xdotool", "gdbus")
-    require(PORTAL.exists() and PORTAL_GTK.exists(), "not installed: xdg-desktop-portal-gtk")
+@contextmanager
+def gnome_portal(tmp_path: Path) -> Iterator[Desktop]:
+    """Xvfb with GNOME's portal stack, dark style on, until the block ends (also
+    scripts/screenshots.py)."""
     config = tmp_path / "portal-config"
     (config / "glib-2.0" / "settings").mkdir(parents=True)
     with xvfb() as display:
@@ -112,9 +115,15 @@ def gnome(tmp_path: Path) -> Iterator[Desktop]:
             until(lambda: "uint32 1" in desktop.portal_says(), what="the portal's dark style")
             yield desktop
         finally:
-            for proc in reversed(procs):
-                proc.terminate()
-                proc.wait(5)
+            stop(*reversed(procs))
+
+
+@pytest.fixture
+def gnome(tmp_path: Path) -> Iterator[Desktop]:
+    require_desktop("Xvfb", "xdotool", "gdbus")
+    require(PORTAL.exists() and PORTAL_GTK.exists(), "not installed: xdg-desktop-portal-gtk")
+    with gnome_portal(tmp_path) as desktop:
+        yield desktop
 
 
 def test_the_portal_s_answer_in_either_shape_and_what_it_asks() -> None:
