@@ -492,6 +492,8 @@ def cmd_status(args: argparse.Namespace) -> int:
             print(f"tokens: {describe(agent)}")
         if agent.get("store_notice"):
             print(f"secrets: {agent['store_notice']}")
+    elif statefiles.start_blocker() is not None:
+        print(f"agent: {statefiles.NOT_STARTING}")
     else:
         print("agent: not running (kubetray-exec starts it when kubectl needs a credential)")
     for h in doc.get("remote") or []:

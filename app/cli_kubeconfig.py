@@ -205,6 +205,10 @@ def cmd_import(args: argparse.Namespace) -> int:
             with _progress() as shown:
                 written = imports.apply_undo(undo, shown)
             _report(written)
+            left = {id(c) for c in undo.changed_since}
+            restored = [c.user for c in undo.found.changes if id(c) not in left]
+            if restored:
+                print(f"restored {', '.join(restored)} as before the import")
         return 0
     p = imports.plan_import(_paths(args))
     for s in p.skipped:
@@ -423,7 +427,13 @@ def add_parsers(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> N
         "backing up the current file.",
         ["kubetray backups", "kubetray backups --restore ID"],
     )
-    p.add_argument("--file", metavar="FILE", help="only this file's backups")
+    p.add_argument(
+        "--file",
+        "--kubeconfig",
+        dest="file",
+        metavar="FILE",
+        help="only this file's backups (--kubeconfig, as every other command spells it)",
+    )
     p.add_argument("--restore", metavar="ID", help="put this backup back (after a new backup)")
     p.add_argument("--yes", "-y", action="store_true", help="apply without asking")
     p.set_defaults(func=cmd_backups, kubeconfig=None)

@@ -173,11 +173,24 @@ def check_helper(command: str, users: list[str]) -> Check:
     return Check(name, True, f"{path}: {version}{note}")
 
 
-def check_agent(status: Callable[[], dict[str, Any]]) -> Check:
-    """A running agent; none running is a warning (kubetray-exec starts one when needed)."""
+def check_agent(
+    status: Callable[[], dict[str, Any]],
+    blocker: Callable[[], AppError | None] = lambda: None,
+) -> Check:
+    """A running agent; none running is a warning (kubetray-exec starts one when needed), a
+    failure where ``blocker`` says why none can start (its files' problem, said above)."""
     try:
         doc = status()
     except AgentNotRunning:
+        blocked = blocker()
+        if blocked is not None:
+            return Check(
+                "agent",
+                False,
+                "not running, and it cannot start until kubetray's files are mended: "
+                + blocked.message,
+                blocked.hint or "mend the file named above",
+            )
         return Check(
             "agent",
             True,
@@ -412,7 +425,9 @@ def run(
     if not users:
         yield Check("kubetray users", True, "none in the kubeconfig yet (kubetray setup adds one)")
     yield from check_helpers(users)
-    yield check_agent(status)
+    from app import statefiles
+
+    yield check_agent(status, statefiles.start_blocker)
     yield from check_identities(status)
     yield from check_tokens(status)
     yield check_keyring(store, store_setting)

@@ -78,6 +78,24 @@ def directory_errors() -> list[UnusableDirectory]:
     return out
 
 
+def start_blocker() -> AppError | None:
+    """What stops an agent or the app from starting, if anything: a directory it cannot use,
+    a settings.json it refuses (both said in one line at its start)."""
+    from app.settings import Settings
+
+    for e in directory_errors():
+        return e
+    try:
+        Settings.load()
+    except AppError as e:
+        return e
+    return None
+
+
+NOT_STARTING = "not running, and it cannot start until the file problem below is mended"
+"""The agent's line in status where start_blocker() says why."""
+
+
 def check_directories() -> None:
     """At an agent's or the app's start: UnusableDirectory for the first directory it cannot
     use (an agent that cannot keep its files or its log would fail later, and less clearly)."""

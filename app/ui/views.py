@@ -299,6 +299,8 @@ class DiagnosticsWindow(QWidget):
             if ident.refreshed_at is not None:
                 age = int((now - datetime.fromisoformat(ident.refreshed_at)).total_seconds())
                 line += f", refresh token rotated {age}s ago ({ident.refreshes} refreshes)"
+            if ident.error:  # why it is signed out or stuck: a blocked login, a refused refresh
+                line += f": {ident.error}"
             lines.append(line)
         text = "\n".join(lines)
         if text != self._identities_text:  # keeps the scroll position when nothing changed

@@ -86,7 +86,10 @@ def test_import_of_a_cloud_user_needs_no_keyring(
     assert list(config.parent.glob(f"{user}.yaml.kubetray-*.bak"))  # beside it: no secret
     undone = kt.kubetray("import", "--kubeconfig", str(config), "--undo", "--yes")
     assert undone.returncode == 0, undone.stderr
+    assert f"restored {user} as before the import" in undone.stdout
     assert config.read_bytes() == before
+    listed = kt.kubetray("backups", "--kubeconfig", str(config))  # as every command spells it
+    assert listed.returncode == 0 and str(config) in listed.stdout, listed.stderr
     again = kt.kubetray("import", "--kubeconfig", str(config), "--undo", "--yes")
     assert again.stderr == "error: there is no import to undo\n"
 

@@ -227,7 +227,11 @@ def test_settings_it_cannot_use_are_said_and_kept(kt: KubetrayEnv, text: str, sa
     assert helper.returncode == 1 and expected in one_line(helper.stderr), helper.stderr
     status = kt.kubetray("status")
     assert f"files: {expected}" in status.stdout, status.stdout + status.stderr
+    # Not "kubetray-exec starts it": nothing can start it until the file is mended.
+    assert "agent: not running, and it cannot start until" in status.stdout, status.stdout
     doctor_fails_on(kt, expected.split("; ")[0])
+    doctor = kt.kubetray("doctor")
+    assert "FAIL  agent: not running, and it cannot start" in doctor.stdout, doctor.stdout
     agent = kt.kubetray("agent")  # the agent itself, started by hand
     assert agent.returncode != 0 and expected.split("; ")[0] in agent.stderr, agent.stderr
     assert "Traceback" not in agent.stderr

@@ -129,3 +129,16 @@ def test_a_signed_out_identity_has_no_expiry_to_speak_of(
     window.refresh()
     [line] = [t for t in window.identities.toPlainText().splitlines() if t.startswith("dev:")]
     assert line == "dev: signed out"  # not "signed out, no expiry"
+
+
+def test_a_blocked_login_says_why_not_only_signed_out(
+    core: Core, window: DiagnosticsWindow, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from app.model import IdentityStatus, State
+
+    why = "the last login failed: the provider refused the code (try again in 2 min)"
+    blocked = IdentityStatus(name="dev", kind="oidc", state=State.NEEDS_LOGIN, error=why)
+    monkeypatch.setattr(window._controller, "identities", lambda: [blocked])
+    window.refresh()
+    [line] = [t for t in window.identities.toPlainText().splitlines() if t.startswith("dev:")]
+    assert line == f"dev: signed out: {why}"
