@@ -115,11 +115,13 @@ class DesktopNotifications(QObject):
         text: str,
         actions: tuple[tuple[str, str], ...] = (),
         otherwise: Callable[[], None] | None = None,
+        expires_ms: int = -1,
     ) -> bool:
         """Show a notification about ``name``, replacing the last one about it; ``actions`` are
         (key, label), ``DEFAULT`` for a click on the notification. Returns at once: False when
         there is no session bus; when the service turns out not to be there, or fails,
-        ``otherwise`` is called (on the GUI thread)."""
+        ``otherwise`` is called (on the GUI thread). ``expires_ms``: how long the service
+        shows it (-1: its own default; mako's is for ever)."""
         if self._caller is None:
             return False
         number = next(self._count)
@@ -136,7 +138,7 @@ class DesktopNotifications(QObject):
             with self._lock:
                 replaces = self._last.get(name, 0)
                 self._asking = True
-            body = ("kubetray", replaces, icon, title, text, flat, hints, -1)
+            body = ("kubetray", replaces, icon, title, text, flat, hints, expires_ms)
             reply = self._call("Notify", "susssasa{sv}i", body, NOTIFY_TIMEOUT)
             early_key = None
             with self._lock:  # one step: the listener sees the number known, or still asked

@@ -88,6 +88,9 @@ why)."""
 MOOT_WHEN_SIGNED_IN = {"login", "expiring", "refresh", "failure"}
 """Kinds withdrawn once the identity is signed in however it happened."""
 
+EXPIRES_MS = {"updated": 20_000}
+"""Notifications that only tell, and never become moot by an answer: gone after this long
+(a service that keeps them, such as mako, would show "kubetray was updated" for ever)."""
 IDLE_LOOK = 60.0
 """Seconds between looks at the core when nothing said it changed (a state that changes at a
 moment the view does not know, such as a credential's start)."""
@@ -574,7 +577,8 @@ class TrayApp(QObject):
                 del self._notified[name]
             self._show_message(kind, name, title, text, default)
 
-        if self.desktop_notifications.notify(name, title, text, actions, otherwise):
+        expires = EXPIRES_MS.get(kind, -1)
+        if self.desktop_notifications.notify(name, title, text, actions, otherwise, expires):
             self._notified[name] = kind
             return  # the desktop's own service shows it (history, do-not-disturb, actions)
         self._show_message(kind, name, title, text, default)

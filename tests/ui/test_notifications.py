@@ -306,3 +306,19 @@ def test_a_refused_refresh_is_notified_once(qtbot, server: NotificationServer, v
     assert summary == f"{identity.name} needs a new login"
     assert body.startswith("The provider refused to refresh it (") and "invalid_grant" in body
     assert actions == ["default", "Log in", "login", "Log in"]
+
+
+def test_a_notification_that_only_tells_expires_and_a_question_stays(
+    qtbot, server: NotificationServer, view
+) -> None:  # type: ignore[no-untyped-def]
+    """ "kubetray was updated" asks nothing, so nothing makes it moot: it asks the service to
+    let it go after 20 s (mako kept it for ever). A question waits for the person."""
+    app, _ = view
+    app.show_notification("updated", "", "kubetray was updated", "kubetray was updated to 9.9")
+    app.show_notification("login", "dev", "kubectl needs you to log in to dev", "asked")
+    qtbot.wait_until(lambda: len(server.received) == 2, timeout=5000)
+    assert [r[3] for r in server.received] == [
+        "kubetray was updated",
+        "kubectl needs you to log in to dev",
+    ]
+    assert [r[-1] for r in server.received] == [20_000, -1]
