@@ -16,12 +16,11 @@ log = logging.getLogger(__name__)
 
 
 class Changes:
-    """A counter of changes and who wants to hear of them."""
+    """Who wants to hear of changes."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._listeners: list[Callable[[], None]] = []
-        self.count = 0
 
     def listen(self, listener: Callable[[], None]) -> None:
         with self._lock:
@@ -34,7 +33,6 @@ class Changes:
 
     def tell(self) -> None:
         with self._lock:
-            self.count += 1
             listeners = list(self._listeners)
         for listener in listeners:
             try:
