@@ -168,9 +168,9 @@ class TrayController(QObject):
         self._watched: list[str] = []
         self._watcher.fileChanged.connect(self._file_changed)
         self._watcher.directoryChanged.connect(self._file_changed)
-        self.watch_files()
+        self._watch_files()
 
-    def watch_files(self) -> None:
+    def _watch_files(self) -> None:
         """What other processes write and the views show: the stored credentials' and the
         identities' indexes, and kubectl's kubeconfig files (a context added or removed). Their
         directories too: a file written whole and renamed into place leaves a file's watch."""

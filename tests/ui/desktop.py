@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from tests.peers import ROOT, KubetrayEnv, require
 
@@ -138,3 +139,27 @@ def tray_icon(env: dict[str, str]) -> Iterator[Callable[[str], None]]:
         stdin.close()
         icon.wait(10)
         stdout.close()
+
+
+_GRAB = """
+import sys
+from PySide6.QtGui import QGuiApplication
+app = QGuiApplication(sys.argv)
+app.primaryScreen().grabWindow(int(sys.argv[1])).save(sys.argv[2])
+"""
+
+
+def grab(env: dict[str, str], path: Path, window: str = "0") -> Any:
+    """The X server's pixels of ``window`` (0: the whole screen) on ``env``'s DISPLAY, saved as
+    ``path`` by a program of its own (Qt's xcb plugin), and read back as a QImage."""
+    from PySide6.QtGui import QImage
+
+    grabbed = subprocess.run(
+        [sys.executable, "-c", _GRAB, window, str(path)],
+        env=dict(env, QT_QPA_PLATFORM="xcb"),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert grabbed.returncode == 0, grabbed.stderr
+    return QImage(str(path))

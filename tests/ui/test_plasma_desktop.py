@@ -7,7 +7,6 @@ on Plasma's default Breeze panel and on Breeze Dark."""
 
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.ui.desktop import require_desktop, tray_icon, xvfb
+from tests.ui.desktop import grab, require_desktop, tray_icon, xvfb
 from tests.ui.test_panel import until
 from tests.ui.test_wayland_desktop import colour_present
 from tests.ui.wayland import stop
@@ -43,13 +42,6 @@ ROLES = {
 }
 """The badge's class in the named icon, and the colour Plasma paints it with (KDE's icon
 stylesheet): Plasma recolours the icon, so the state shows in Plasma's colours."""
-
-GRAB = """
-import sys
-from PySide6.QtGui import QGuiApplication
-app = QGuiApplication(sys.argv)
-app.primaryScreen().grabWindow(0).save(sys.argv[1])
-"""
 
 
 def bus_names() -> str:
@@ -90,16 +82,7 @@ class Plasma:
 
     def grab(self, path: Path) -> Any:
         """A screenshot of the whole screen (the X server's pixels), as a QImage."""
-        from PySide6.QtGui import QImage
-
-        subprocess.run(
-            [sys.executable, "-c", GRAB, str(path)],
-            env=dict(self.env, QT_QPA_PLATFORM="xcb"),
-            check=True,
-            capture_output=True,
-            timeout=30,
-        )
-        return QImage(str(path))
+        return grab(self.env, path)
 
 
 @contextmanager

@@ -7,7 +7,6 @@ Qt's own GNOME/GTK themes read the GTK theme, which GNOME leaves light: the wind
 
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.peers import KubetrayEnv, require
-from tests.ui.desktop import require_desktop, running_app, xvfb
+from tests.ui.desktop import grab, require_desktop, running_app, xvfb
 from tests.ui.test_panel import until
 from tests.ui.wayland import stop
 
@@ -25,19 +24,6 @@ pytestmark = pytest.mark.skipif(
 
 PORTAL = Path("/usr/libexec/xdg-desktop-portal")
 PORTAL_GTK = Path("/usr/libexec/xdg-desktop-portal-gtk")
-
-GRAB = """
-import sys
-from PySide6.QtGui import QGuiApplication
-app = QGuiApplication(sys.argv)
-image = app.primaryScreen().grabWindow(int(sys.argv[1])).toImage()
-w, h = image.width(), image.height()
-points = [(x, y) for x in range(w // 10, w, w // 10) for y in range(h // 10, h, h // 10)]
-light = sum(image.pixelColor(x, y).lightnessF() for x, y in points) / len(points)
-print(f"{light:.3f}")
-if len(sys.argv) > 2:
-    image.save(sys.argv[2])
-"""
 
 
 class Desktop:
@@ -71,15 +57,11 @@ class Desktop:
     def lightness(self, window: str, save: Path | None = None) -> float:
         """The mean lightness (0 black, 1 white) of a grid of the window's pixels (the window
         saved as ``save`` too)."""
-        grabbed = subprocess.run(
-            [sys.executable, "-c", GRAB, window, *([str(save)] if save else [])],
-            env=dict(os.environ, DISPLAY=self.display, QT_QPA_PLATFORM="xcb"),
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
-        assert grabbed.returncode == 0, grabbed.stderr
-        return float(grabbed.stdout.split()[-1])
+        path = save or self.settings.parent / "window.png"
+        image = grab(dict(os.environ, DISPLAY=self.display), path, window)
+        w, h = image.width(), image.height()
+        points = [(x, y) for x in range(w // 10, w, w // 10) for y in range(h // 10, h, h // 10)]
+        return sum(image.pixelColor(x, y).lightnessF() for x, y in points) / len(points)
 
 
 @contextmanager
