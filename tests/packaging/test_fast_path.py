@@ -74,6 +74,7 @@ class StandIn:
         self._server.bind(str(path))
         self._server.listen(16)
         self._stop = threading.Event()
+        self._serving: list[threading.Thread] = []
         self._thread = threading.Thread(target=self._accept, daemon=True)
         self._thread.start()
 
@@ -85,6 +86,8 @@ class StandIn:
         self._stop.set()
         self._server.close()
         self._thread.join(5)
+        for serving in self._serving:  # so that what a connection brought is recorded
+            serving.join(5)
 
     def _accept(self) -> None:
         while not self._stop.is_set():
@@ -95,7 +98,9 @@ class StandIn:
                 conn, _ = self._server.accept()
             except OSError:
                 return
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+            serving = threading.Thread(target=self._serve, args=(conn,), daemon=True)
+            self._serving.append(serving)
+            serving.start()
 
     def _serve(self, conn: socket.socket) -> None:
         conn.settimeout(15)

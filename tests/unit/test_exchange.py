@@ -72,6 +72,7 @@ def agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[
                     return
                 with conn:
                     behaviour(conn)
+                time.sleep(0.3)
                 served.append(behaviour.__name__)
 
         threading.Thread(target=loop, daemon=True).start()
@@ -88,6 +89,7 @@ def agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[
 def test_an_agent_that_dies_with_the_request_is_asked_again_once(agent) -> None:  # type: ignore[no-untyped-def]
     served = agent(dies, answers)
     assert exchange.exchange_starting_agent(b'{"op":"get_credential"}', "", []) == (0, "token", "")
+    _until_served(served, 2)  # the stand-in records its turn after the caller has its answer
     assert served == ["dies", "answers"]
 
 
@@ -111,6 +113,7 @@ def test_never_again_once_the_person_was_asked(agent, monkeypatch: pytest.Monkey
     with pytest.raises(HelperError) as e:
         exchange.exchange_starting_agent(b'{"op":"get_credential"}', "", [])
     assert not isinstance(e.value, AgentGone)
+    _until_served(served, 1)
     assert asked == ["Password: "] and served == ["prompts_then_dies"]
 
 
