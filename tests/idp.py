@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -124,6 +125,20 @@ def browser_available() -> bool:
 
 
 def browser_log(path: Path) -> list[dict[str, Any]]:
+    """The browser's events so far (a line still being written is left for the next read)."""
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    text = path.read_text()
+    whole = text[: text.rfind("\n") + 1]
+    return [json.loads(line) for line in whole.splitlines() if line.strip()]
+
+
+def browser_events(path: Path, event: str, timeout: float = 30.0) -> list[dict[str, Any]]:
+    """The browser's ``event`` entries, once there is one: the browser writes "done" after its
+    form reached kubetray, so it may come after the kubectl that the login served has exited."""
+    deadline = time.monotonic() + timeout
+    while not (found := [e for e in browser_log(path) if e["event"] == event]):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no {event!r} in the browser's log within {timeout:.0f} s")
+        time.sleep(0.1)
+    return found

@@ -24,7 +24,7 @@ from app.kubeconfig.view import View
 from app.store.memory_store import MemorySecretStore
 from tests.apiserver import NAMESPACES, APIServer
 from tests.entra import Entra, Person, aks_accepts, fake_tool, run_entra
-from tests.idp import browser_available, browser_log
+from tests.idp import browser_available, browser_events, browser_log
 from tests.peers import ROOT, KubetrayEnv, StartAgent, kubectl_binaries, require
 from tests.pki import CA
 
@@ -124,7 +124,7 @@ def test_an_imported_aks_user_signs_in_once_in_the_browser_for_every_kubectl(
     assert entra.counts().get("authorization_code", 0) == before + 1  # one login for all four
     (opened,) = [e for e in browser_log(browser) if e["event"] == "opened"]
     assert "response_mode=form_post" in opened["url"]
-    (done_,) = [e for e in browser_log(browser) if e["event"] == "done"]
+    (done_,) = browser_events(browser, "done")
     assert done_["posted"] and done_["posted"][0].startswith("http://localhost:")
     # Older kubectl, from memory: no new login.
     again = kubectl(kt, config, "1.27")

@@ -152,14 +152,14 @@ def test_agent_restart_serves_from_the_keyring(
 
 def test_ignored_login_fails_fast_afterwards(kt: KubetrayEnv, idp: IdP, browser: Path) -> None:
     kt.env["KUBETRAY_TEST_BROWSER_MODE"] = "ignore"
-    args = oidc_args(idp, "--authentication-timeout-sec=2")
+    args = oidc_args(idp, "--authentication-timeout-sec=5")
     start = time.monotonic()
     first = kt.run_helper(*args)
-    assert first.returncode == 1 and "not completed within 2 s" in first.stderr
-    assert time.monotonic() - start < 15
+    assert first.returncode == 1 and "not completed within 5 s" in first.stderr
+    assert time.monotonic() - start < 20
     start = time.monotonic()
     second = kt.run_helper(*args)
-    assert time.monotonic() - start < 2
+    assert time.monotonic() - start < 5  # not another login's wait
     assert second.returncode == 1
     assert second.stderr.strip().splitlines()[-1].startswith("login required for kubectl@127.0.0.1")
     assert 'run "kubetray login kubectl@127.0.0.1' in second.stderr

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from tests.apiserver import NAMESPACES, APIServer, id_tokens_of
-from tests.idp import IdP, browser_available, browser_log, run_idp
+from tests.idp import IdP, browser_available, browser_events, browser_log, run_idp
 from tests.peers import KubetrayEnv, exec_kubeconfig, kubectl_binaries, require
 from tests.pki import CA
 from tests.providers.peers import BROWSE, Provider, run_dot, run_llng
@@ -151,7 +151,7 @@ def test_browser_login_with_pkce_then_cached(
         assert second.returncode == 0 and second.stderr == ""
     [login] = opened(browser)
     assert "code_challenge_method=S256" in login["url"] and "code_challenge=" in login["url"]
-    done = [e for e in browser_log(browser) if e["event"] == "done"]
+    done = browser_events(browser, "done")
     assert "login" in done[0]["steps"]  # the provider's own login form, filled in
     entry = oidc_identity(kt)
     assert entry["who"] == provider.who and entry["state"] == "ready"
@@ -376,7 +376,12 @@ def test_no_id_token_on_refresh_is_said_and_the_rotated_token_kept(kt: KubetrayE
         while idp.counts().get("refresh_token", 0) < 1 and time.monotonic() < deadline:
             time.sleep(0.2)  # the agent refreshes ahead of expiry
         assert idp.counts().get("refresh_token") == 1
-        table = kt.kubetray("status").stdout
+        # the provider counts a refresh before it answers; the agent reads the answer after
+        deadline = time.monotonic() + 15
+        while "no id_token on refresh" not in (table := kt.kubetray("status").stdout):
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
         assert "no id_token on refresh" in table and "--oidc-use-access-token" in table, table
         time.sleep(6)  # the id_token expires: a login (the password is in the args)
         assert kt.run_helper(*args).returncode == 0

@@ -229,8 +229,9 @@ def test_upgrade_downgrade_and_removal_under_a_running_kubetray(
                     busy.stop()
                     assert busy.failed == [], busy.failed[:5]
                     assert updated["pid"] == app.pid
-                    app_log = (kt.state / "app.log").read_text()
-                    assert f"told the person: kubetray was updated to {NEW}" in app_log
+                    # The app answers status before its windows and notice are up.
+                    told = f"told the person: kubetray was updated to {NEW}"
+                    until(lambda: told in (kt.state / "app.log").read_text(), 30)
                     figures["app"] = (updated["restart_seconds"], busy.calls, len(busy.failed))
 
                     # Removal: the running app stops, its start-at-login entry goes.

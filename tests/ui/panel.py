@@ -74,8 +74,9 @@ def running_watcher() -> Iterator[subprocess.Popen[bytes]]:
 class LateWatcher:
     """What a StatusNotifierWatcher that takes its name before its object is there looks like to
     an item: status-notifier-watcher does it for a moment (requestName, then export); this one
-    stretches that moment to ``late`` seconds, answering UnknownObject meanwhile, then keeps a
-    list of items as a watcher does. Which items registered, and when, is in ``registered``."""
+    stretches that moment to ``late`` seconds from the first call, answering UnknownObject
+    meanwhile, then keeps a list of items as a watcher does. Which items registered, and when,
+    is in ``registered``."""
 
     def __init__(self, late: float) -> None:
         self.late = late
@@ -100,8 +101,8 @@ class LateWatcher:
         with blocking.open_dbus_connection("SESSION") as conn:
             (got,) = conn.send_and_get_reply(message_bus.RequestName(WATCHER, 4)).body
             assert got == 1, f"RequestName answered {got}"  # the primary owner
-            answers_from = time.monotonic() + self.late
-            self._ready.set()
+            answers_from: float | None = None  # ``late`` from the first call (a loaded
+            self._ready.set()  # machine may take a while to ask at all)
             while not self._stop.is_set():
                 try:
                     msg = conn.receive(timeout=0.1)
@@ -109,6 +110,8 @@ class LateWatcher:
                     continue
                 if msg.header.message_type is not MessageType.method_call:
                     continue
+                if answers_from is None:
+                    answers_from = time.monotonic() + self.late
                 if time.monotonic() < answers_from:
                     self.refused += 1
                     path = msg.header.fields.get(HeaderFields.path)

@@ -72,7 +72,6 @@ def agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[
                     return
                 with conn:
                     behaviour(conn)
-                time.sleep(0.3)
                 served.append(behaviour.__name__)
 
         threading.Thread(target=loop, daemon=True).start()
