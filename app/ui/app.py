@@ -25,6 +25,7 @@ from app.broker.broker import utcnow
 from app.settings import Settings
 from app.ui import icons
 from app.ui.appearance import Appearance
+from app.ui.collector import GuiCollector
 from app.ui.controller import TrayController
 from app.ui.tray import TrayApp, dispose
 from exec_helper import paths
@@ -84,6 +85,8 @@ def run(tray: bool | None = None, store: str | None = None, at_login: bool = Fal
     app.setWindowIcon(icons.app_icon())
     app.setQuitOnLastWindowClosed(False)
     appearance = Appearance()  # GNOME's dark style (the portal's): Qt's themes miss it
+    collector = GuiCollector()  # cycles are freed on this thread, between events
+    collector.start()
     install_symbolic_icons()
     if settings.start_at_login:  # an entry an older kubetray wrote becomes this one's
         with contextlib.suppress(OSError):
@@ -174,7 +177,9 @@ def run(tray: bool | None = None, store: str | None = None, at_login: bool = Fal
         view.shutdown()
         parts.stop()
         appearance.close()
-        for obj in (bridge, pulse, controller, appearance):
+        # The collector goes too; automatic collection stays off until the process ends or
+        # execs its restart (a collection amid the teardown below is what it keeps away).
+        for obj in (bridge, pulse, controller, appearance, collector):
             dispose(obj)
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, signal.SIG_DFL)

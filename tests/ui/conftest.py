@@ -6,7 +6,7 @@ waitSignal) aborted the process ("Fatal Python error: Aborted", the main thread
 destroyed under an object another thread was using. With the collector held during the test
 and run at its end, after the threads of that test have finished, the same garbage goes
 without a race (docs/gotchas.md). This changes when Python frees cycles, not what a test
-checks.
+checks. (The app, run whole, collects on its GUI thread from a timer: app/ui/collector.py.)
 """
 
 import gc
