@@ -2,9 +2,10 @@
 
 An upgrade replaces the files of a running agent or app, and it goes on until it can restart
 (a login in flight finishes first). The strongest form of that: its whole installation is
-deleted. The bundled agent and app then still log in (OIDC: discovery, TLS-free HTTP here,
-id_token checks, the keyring), show a device code with its QR code and a notification, answer
-status, log out (revocation) and stop cleanly. Before kubetray 0.2 each of these failed
+deleted (all but the build file, whose absence would mean an uninstall). The bundled agent
+and app then still log in (OIDC: discovery, TLS-free HTTP here, id_token checks, the
+keyring), show a device code with its QR code and a notification, answer status, log out
+(revocation) and stop cleanly. Before kubetray 0.2 each of these failed
 (zlib.error, LookupError for utf-8-sig, "appears to have been moved or deleted").
 """
 
@@ -25,6 +26,17 @@ from tests.idp import run_idp
 from tests.integration.test_oidc import oidc_args
 from tests.integration.test_restart import until
 from tests.peers import KubetrayEnv
+
+
+def delete_installation(installed: Path) -> None:
+    """Every file of the installation goes but its build file, put back as it was: a build
+    file that stays missing is an uninstall, and the process then stops once idle, by design
+    (app/upgrade.py; within 20 to 30 s, which a slow stand-in's start once outlasted)."""
+    build = installed / "kubetray" / "_internal" / "kubetray-build.json"
+    kept = build.read_bytes()
+    shutil.rmtree(installed)
+    build.parent.mkdir(parents=True)
+    build.write_bytes(kept)
 
 
 def mapped(pid: int, under: str) -> set[str]:
@@ -53,7 +65,7 @@ def test_a_running_bundle_works_on_after_its_files_are_deleted(
         until(lambda: kt.agent_pid() == proc.pid and (kt.runtime / "agent.sock").exists())
         time.sleep(1)  # the app's window and icons, the agent's first read of the keyring
         before = mapped(proc.pid, str(installed))
-        shutil.rmtree(installed)  # the installation is gone; the process runs on
+        delete_installation(installed)  # the process runs on
 
         with run_idp(password=True) as idp:
             carol = oidc_args(idp, "--grant-type=password", "--username=carol")
@@ -115,7 +127,7 @@ def bundled_agent(bundle: Path, kt: KubetrayEnv, tmp_path: Path) -> Iterator[Pat
     try:
         until(lambda: kt.agent_pid() == proc.pid and (kt.runtime / "agent.sock").exists())
         time.sleep(1)
-        shutil.rmtree(installed)  # the installation is gone; the agent runs on
+        delete_installation(installed)  # the agent runs on
         yield err
         assert proc.poll() is None
         stopped = kt.kubetray("stop")
