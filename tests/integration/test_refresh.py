@@ -8,7 +8,6 @@ lifetimes pass in each test.
 """
 
 import contextlib
-import functools
 import json
 import os
 import re
@@ -364,17 +363,19 @@ def test_a_keyring_restarted_locked_keeps_every_login(kt: KubetrayEnv) -> None:
 
 
 def kill_after(
-    r: Rig, delay: float, sig: signal.Signals = signal.SIGKILL, before: Callable[[], None] = int
+    r: Rig,
+    delay: float,
+    sig: signal.Signals = signal.SIGKILL,
+    ready: Callable[[], object] = lambda: True,
 ) -> Callable[[dict[str, str]], None]:
     """A proxy hook: ``sig`` to the agent ``delay`` s after the next refresh answer left
-    (``before()`` runs the moment it left)."""
+    (the first one that leaves once ``ready()``)."""
     armed = threading.Event()
     armed.set()
 
     def hook(form: dict[str, str]) -> None:
-        if form.get("grant_type") == "refresh_token" and armed.is_set():
+        if form.get("grant_type") == "refresh_token" and armed.is_set() and ready():
             armed.clear()
-            before()
             pid = r.kt.agent_pid()
             time.sleep(delay)
             if pid:
@@ -409,8 +410,16 @@ def survived(r: Rig) -> bool:
     pytest.fail("neither a refresh nor a refusal after the restart")
 
 
-def _read_into(path: Path, into: list[bytes]) -> None:
-    into.append(path.read_bytes())
+def read_at_refresh(path: Path, into: list[bytes]) -> Callable[[dict[str, str]], None]:
+    """A proxy hook: ``path``'s bytes when the next refresh request arrives, before the
+    provider answers it (read once the answer left, a loaded machine may show the agent's
+    write of that answer already)."""
+
+    def hook(form: dict[str, str]) -> None:
+        if form.get("grant_type") == "refresh_token" and not into:
+            into.append(path.read_bytes())
+
+    return hook
 
 
 def test_sigkill_right_after_a_refresh_answer(kt: KubetrayEnv, keyring_session: None) -> None:
@@ -423,15 +432,16 @@ def test_sigkill_right_after_a_refresh_answer(kt: KubetrayEnv, keyring_session: 
         r.login()
         sealed = list((kt.config / "secrets").glob("*.sealed"))
         assert len(sealed) == 1  # tokens this size are sealed: the file's rename commits them
-        for delay_ms in (0, 5, 10, 20, 50, 100, 200):
+        for delay_ms in (0, 5, 10, 20, 50, 100, 200, 500, 1000):
             pid = r.kt.agent_pid()
             assert pid
             seen: list[bytes] = []
-            r.proxy.on_answer = kill_after(
-                r, delay_ms / 1000, before=functools.partial(_read_into, sealed[0], seen)
-            )
+            r.proxy.on_request = read_at_refresh(sealed[0], seen)
+            # the kill follows the answer to the request whose moment was read (a refresh
+            # already under way when the hooks were set goes by)
+            r.proxy.on_answer = kill_after(r, delay_ms / 1000, ready=seen.__len__)
             agent_gone(r, pid)
-            r.proxy.on_answer = None
+            r.proxy.on_request = r.proxy.on_answer = None
             saved = sealed[0].read_bytes() != seen[0]
             kept = survived(r)
             trials.append((delay_ms, saved, kept))

@@ -390,7 +390,9 @@ def test_an_agent_that_never_answers_costs_a_short_wait_then_python_asks(
         took = time.monotonic() - start
     assert agent.ops == [protocol.CACHED_CREDENTIAL, protocol.GET_CREDENTIAL]
     assert (done.returncode, done.stdout.decode(), done.stderr) == (0, PYTHON_ANSWER, b"")
-    assert waits <= took < waits + 3
+    # Python's start and its request on top of the wait: well under what a wrong timeout
+    # (the 60 s setting) would take, on a loaded machine too
+    assert waits <= took < waits + 10
 
 
 @pytest.mark.parametrize("setting", ["abc", "1_0", "0", "-1", "inf", "0x10", "1e-400"])

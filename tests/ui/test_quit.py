@@ -34,7 +34,7 @@ def session(issuer: str, base: Path) -> subprocess.CompletedProcess[str]:
             cwd=ROOT,
             capture_output=True,
             text=True,
-            timeout=40,
+            timeout=120,  # five apps start at once, on two CPUs in CI
         )
 
 
