@@ -149,7 +149,8 @@ def test_missing_exec_info_is_v1beta1_and_not_interactive(
     finally:
         os.close(primary)
         os.close(secondary)
-    assert time.monotonic() - start < 5 and "login required" in failed(done)
+    # a wait for the terminal or a login would last until run_helper's 60 s timeout
+    assert time.monotonic() - start < 15 and "login required" in failed(done)
 
 
 def test_huge_input(served: Served) -> None:
@@ -239,7 +240,7 @@ def test_login_needed_fails_fast_without_reading_stdin(served: Served) -> None: 
     done = served.kt.run_helper(
         "get-token", "--oidc-issuer-url=https://idp.example", "--oidc-client-id=kubectl"
     )
-    assert time.monotonic() - start < 5
+    assert time.monotonic() - start < 15  # a wait for stdin would last the 60 s timeout
     assert failed(done).startswith("login required for kubectl@idp.example")
 
 
@@ -372,6 +373,9 @@ def test_ten_parallel_cold_starts_share_one_agent(
     with kubetray_env(tmp_path) as kt:
         kt.store_token(name, TOKEN)
         assert kt.agent_pid() is None
+        # ten agents start at once on what may be two CPUs: the point is that one serves all
+        # ten callers, not the 10 s a single start is given
+        kt.env["KUBETRAY_AGENT_START_TIMEOUT"] = "60"
         with ThreadPoolExecutor(10) as pool:
             results = list(pool.map(lambda _: kt.run_helper("--stored", name), range(10)))
         for done in results:
@@ -422,7 +426,12 @@ def test_silent_agent_times_out(tmp_path: Path) -> None:  # 40
 def test_a_repeated_failure_says_why_every_time(served: Served) -> None:  # EXEC-CONSUMERS 8.3
     """Three calls within the negative cache's window from one parent (a long-lived client):
     each is answered from memory after the first, and each with the same reason."""
-    lines = [failed(served.kt.run_helper("--stored", "nobody-stored-this")) for _ in range(3)]
-    assert len(set(lines)) == 1 and "no stored credential named" in lines[0]
-    mine = [r for r in served.kt.calls() if "nobody-stored-this" in (r["error"] or "")]
-    assert len([r for r in mine if r["error"].startswith("(repeated)")]) >= 1
+    for attempt in range(3):  # a call reaches the agent within the 1 s window, loaded or not
+        name = f"nobody-stored-this-{attempt}"
+        lines = [failed(served.kt.run_helper("--stored", name)) for _ in range(3)]
+        assert len(set(lines)) == 1 and "no stored credential named" in lines[0]
+        mine = [r for r in served.kt.calls() if name in (r["error"] or "")]
+        if any(r["error"].startswith("(repeated)") for r in mine):
+            break
+    else:
+        pytest.fail("no call came within the window of the failure it repeats, in 3 tries")

@@ -173,6 +173,8 @@ def test_a_login_the_kubelet_cannot_wait_for_fails_fast(
                 }
             )
         )
+        # the agent started first, untimed: the bound is the kubelet's call, not a cold start
+        assert "no stored credential" in kt.run_helper("--stored", "nothing").stderr
         start = time.monotonic()
         done = provider(kt, "registry.example.com/app", config)
         assert time.monotonic() - start < 10

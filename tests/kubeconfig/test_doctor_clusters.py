@@ -164,13 +164,13 @@ def test_clusters_are_checked_at_once_and_a_silent_one_costs_one_timeout(tmp_pat
             {n: {"server": f"https://127.0.0.1:{p}"} for n, p in (("a", a), ("b", b), ("c", c))},
         )
         start = time.monotonic()
-        got = checks(config, timeout=2)
+        got = checks(config, timeout=5)
         took = time.monotonic() - start
-    assert took < 4, took  # three in a row would take 6 s
+    assert took < 10, took  # three in a row would take 15 s
     for name, port in (("a", a), ("b", b), ("c", c)):
         found = got[f"cluster {name}"]
         assert (found.ok, found.warn) == (True, True)
-        assert found.detail == f"127.0.0.1:{port} did not answer within 2 s: its CA is not checked"
+        assert found.detail == f"127.0.0.1:{port} did not answer within 5 s: its CA is not checked"
 
 
 def test_insecure_skip_tls_verify_warns_and_is_refused_beside_a_ca(tmp_path: Path) -> None:

@@ -97,7 +97,7 @@ def _serving(command: list[str], env: dict[str, str]) -> Iterator[Callable[[], s
         command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
     )
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60  # a Qt bundle's start, on a loaded machine
         while time.monotonic() < deadline:
             status = subprocess.run(
                 ["/usr/bin/kubetray", "status"], env=env, capture_output=True, text=True

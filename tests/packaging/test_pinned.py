@@ -62,9 +62,20 @@ def test_a_running_bundle_works_on_after_its_files_are_deleted(
     with open(err, "w") as sink:
         proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=sink)
     try:
-        until(lambda: kt.agent_pid() == proc.pid and (kt.runtime / "agent.sock").exists())
-        time.sleep(1)  # the app's window and icons, the agent's first read of the keyring
-        before = mapped(proc.pid, str(installed))
+        until(lambda: kt.agent_pid() == proc.pid and (kt.runtime / "agent.sock").exists(), 60)
+        # the app's window and icons, the agent's first read of the keyring: what it maps once
+        # two reads a second apart agree
+        seen: list[set[str]] = []
+
+        def settled() -> bool:
+            now = mapped(proc.pid, str(installed))
+            steady = bool(now) and seen == [now]
+            seen[:] = [now]
+            time.sleep(1)
+            return steady
+
+        until(settled, 60)
+        before = seen[0]
         delete_installation(installed)  # the process runs on
 
         with run_idp(password=True) as idp:
