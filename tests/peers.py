@@ -14,9 +14,11 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
+
+T = TypeVar("T")
 
 ROOT = Path(__file__).resolve().parent.parent
 V1 = '{"kind":"ExecCredential","apiVersion":"client.authentication.k8s.io/v1","spec":{"interactive":false}}\n'
@@ -39,6 +41,20 @@ def require(condition: bool, reason: str) -> None:
     if os.environ.get("KUBETRAY_REQUIRE_PEERS") == "1":
         pytest.fail(f"required peer missing: {reason}")
     pytest.skip(reason)
+
+
+def steady(read: Callable[[], T], timeout: float, what: str, pause: float = 0.0) -> T:
+    """What ``read()`` gives once two reads in a row agree and are not empty: a peer that
+    settles in its own time (a panel's first paint, a process's first loads)."""
+    deadline = time.monotonic() + timeout
+    last = read()
+    while True:
+        time.sleep(pause)
+        now = read()
+        if now and now == last:
+            return now
+        assert time.monotonic() < deadline, f"{what} never settled"
+        last = now
 
 
 def secret_service_available() -> bool:

@@ -25,7 +25,7 @@ from tests.entra import AKS_CLIENT, AKS_SERVER, TENANT, run_entra
 from tests.idp import run_idp
 from tests.integration.test_oidc import oidc_args
 from tests.integration.test_restart import until
-from tests.peers import KubetrayEnv
+from tests.peers import KubetrayEnv, steady
 
 
 def delete_installation(installed: Path) -> None:
@@ -65,17 +65,7 @@ def test_a_running_bundle_works_on_after_its_files_are_deleted(
         until(lambda: kt.agent_pid() == proc.pid and (kt.runtime / "agent.sock").exists(), 60)
         # the app's window and icons, the agent's first read of the keyring: what it maps once
         # two reads a second apart agree
-        seen: list[set[str]] = []
-
-        def settled() -> bool:
-            now = mapped(proc.pid, str(installed))
-            steady = bool(now) and seen == [now]
-            seen[:] = [now]
-            time.sleep(1)
-            return steady
-
-        until(settled, 60)
-        before = seen[0]
+        before = steady(lambda: mapped(proc.pid, str(installed)), 60, "what it maps", pause=1)
         delete_installation(installed)  # the process runs on
 
         with run_idp(password=True) as idp:

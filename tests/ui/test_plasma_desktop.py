@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tests.peers import steady
 from tests.ui.desktop import grab, require_desktop, tray_icon, xvfb
 from tests.ui.test_panel import until
 from tests.ui.test_wayland_desktop import colour_present
@@ -201,17 +202,10 @@ def test_the_icon_reads_on_plasma_s_panel_in_every_state(
 
     # Plasma's tray before the icon (it puts a new item left of the ones it has), once its
     # panel has painted them all: the same items in two grabs in a row.
-    before: list[list[tuple[int, int]]] = []
-
-    def painted() -> bool:
-        strip, background = panel_strip(plasma.grab(tmp_path / "before.png"))
-        seen = items(strip, background)
-        steady = bool(seen) and before == [seen]
-        before[:] = [seen]
-        return steady
-
-    until(painted, 60, "Plasma's panel painted")
-    tray_left = before[0][0][0]
+    before = steady(
+        lambda: items(*panel_strip(plasma.grab(tmp_path / "before.png"))), 60, "Plasma's panel"
+    )
+    tray_left = before[0][0]
     measured = {}
     with tray_icon(plasma.env) as show:
         for state in ("none", "ok", "expiring", "login", "error"):
