@@ -118,7 +118,11 @@ class TokenStore:
         return journal
 
     def get(self, key: str) -> bytes | None:
-        self._journal()
+        journal = self._journal()
+        if journal is not None:
+            unsaved, value = journal.pending(key)
+            if unsaved:  # newer than the keyring's copy, which the provider may have revoked
+                return value
         return self.chosen.store.get(key)
 
     def set(self, key: str, value: bytes) -> None:

@@ -8,7 +8,8 @@ local file: ``Logins._keep`` records every token set the moment it is the identi
 the keyring is asked; the keyring write that follows settles the record, and once every record
 is settled the file is cut back to its header. At the next start (the store's first use) the
 newest record of each identity is written to the keyring where it differs, and the journal
-keeps only what the keyring still lacks.
+keeps only what the keyring still lacks: the token store reads those from the journal, never
+the keyring's older copy (whose refresh token the provider has already rotated away).
 
 What the journal never does: hold a plaintext token (AES-256-GCM under a key that lives only
 in the keyring, read or made once and kept in memory for the agent's life, so a record costs
@@ -329,6 +330,15 @@ class TokenJournal:
                     self._rewrite()
             except OSError as e:
                 log.warning("token journal: cannot compact: %s", e)
+
+    def pending(self, store_key: str) -> tuple[bool, bytes | None]:
+        """(True, value) when the journal holds tokens for ``store_key`` the keyring has not
+        taken yet (a replay it refused, a write under way): those are the newest, and the
+        keyring's copy may carry a refresh token the provider has rotated away."""
+        with self._lock:
+            if store_key in self._outstanding:
+                return True, self._outstanding[store_key]
+            return False, None
 
     def state(self) -> str:
         """For status and doctor."""

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from app.errors import StoreUnavailable
 from app.store import journal as jr
 from app.store.choice import KEYRING, StoreChoice, TokenStore
 from app.store.journal import TokenJournal
@@ -158,4 +159,32 @@ def test_the_token_store_replays_before_its_first_read(tmp_path: Path) -> None:
     assert store.get("oidc/a") == NEWER
     store.record("oidc/a", SECRET)
     store.set("oidc/a", SECRET)
+    assert path.stat().st_size == path.read_bytes().index(b"\n") + 1
+
+
+def test_a_replay_the_keyring_refused_is_what_the_store_reads(tmp_path: Path) -> None:
+    """The keyring took the journal's key but refused the replayed tokens (a timeout, a full
+    disk for the sealed file): the store reads the journal's newest tokens, never the keyring's
+    older copy, whose refresh token the provider has already rotated away."""
+    path, keyring = tmp_path / "token-journal", MemorySecretStore()
+    keyring.set("oidc/a", SECRET)
+    killed_after_record(path, keyring, NEWER)
+
+    class Refusing(MemorySecretStore):
+        refuse = True
+
+        def set(self, key: str, value: bytes) -> None:
+            if self.refuse and key != jr.KEY_ITEM:
+                raise StoreUnavailable("the OS keyring did not answer within 15 s")
+            super().set(key, value)
+
+    refusing = Refusing()
+    for k, v in keyring.items():
+        MemorySecretStore.set(refusing, k, v)
+    store = TokenStore(StoreChoice(refusing, KEYRING, None), refusing, journal=str(path))  # type: ignore[arg-type]
+    assert store.get("oidc/a") == NEWER
+    assert store.journal is not None and store.journal.state() == "on (1 unsaved)"
+    refusing.refuse = False
+    store.set("oidc/a", NEWER)  # the next save puts it right, and the journal is cut back
+    assert refusing.get("oidc/a") == NEWER and store.get("oidc/a") == NEWER
     assert path.stat().st_size == path.read_bytes().index(b"\n") + 1
