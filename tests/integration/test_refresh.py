@@ -456,24 +456,37 @@ def test_sigkill_right_after_a_refresh_answer(kt: KubetrayEnv, keyring_session: 
     assert sum(saved for _, saved, _ in trials) >= 3
 
 
+def journal_records(journal: Path) -> set[bytes]:
+    """The whole records in the token journal (after its header line, each a 4-byte length and
+    that many bytes): a record still being written is not one yet."""
+    data = journal.read_bytes()
+    at = data.find(b"\n") + 1
+    records = set()
+    while at > 0 and at + 4 <= len(data):
+        end = at + 4 + int.from_bytes(data[at : at + 4], "big")
+        if end > len(data):
+            break
+        records.add(data[at:end])
+        at = end
+    return records
+
+
 def journal_moment(
     r: Rig, sealed: Path, seen: list[tuple[float, bool]]
 ) -> tuple[Callable[[dict[str, str]], None], Callable[[dict[str, str]], None]]:
     """Proxy hooks (on_request, on_answer): SIGKILL the agent the moment the token journal
-    changes after the next refresh answer left (the answer is then the agent's and on disk,
-    and nothing else is); ``seen`` gets (ms from the answer to the kill, whether the keyring's
-    copy had changed). The journal and the keyring are read when the request arrives: on a
-    loaded machine the agent may have journaled the answer before this hook runs again."""
+    holds a whole record it did not hold when the next refresh request arrived (the answer is
+    then the agent's and on disk, and nothing else is); ``seen`` gets (ms from the answer to the
+    kill, whether the keyring's copy had changed). What the journal and the keyring hold is
+    read when the request arrives: on a loaded machine the agent may have journaled the answer
+    before this hook runs again. A change of the file's mtime or size is not that moment: the
+    kernel sets the mtime before it copies a write's bytes, and a kill in between loses them."""
     journal = r.kt.state / "token-journal"
     marks: dict[str, Any] = {}
 
-    def mark() -> tuple[int, int, int]:
-        st = journal.stat()
-        return st.st_ino, st.st_size, st.st_mtime_ns
-
     def on_request(form: dict[str, str]) -> None:
         if form.get("grant_type") == "refresh_token" and not marks:
-            marks.update(journal=mark(), keyring=sealed.read_bytes())
+            marks.update(records=journal_records(journal), keyring=sealed.read_bytes())
 
     def on_answer(form: dict[str, str]) -> None:
         if form.get("grant_type") != "refresh_token" or not marks or "done" in marks:
@@ -481,7 +494,12 @@ def journal_moment(
         marks["done"] = True
         start = time.monotonic()
         pid = r.kt.agent_pid()
-        while mark() == marks["journal"] and time.monotonic() - start < 5:
+
+        def kept() -> bool:  # journaled whole, or (a hook late on a loaded machine) saved
+            new = journal_records(journal) - marks["records"]
+            return bool(new) or sealed.read_bytes() != marks["keyring"]
+
+        while not kept() and time.monotonic() - start < 5:
             time.sleep(0.0002)
         if pid:
             os.kill(pid, signal.SIGKILL)
@@ -510,7 +528,8 @@ def test_sigkill_once_a_refresh_answer_arrived_loses_no_login(
             r.proxy.on_request, r.proxy.on_answer = journal_moment(r, sealed[0], seen)
             agent_gone(r, pid)
             r.proxy.on_request = r.proxy.on_answer = None
-            assert survived(r)  # the next call is served and refreshes with the rotated token
+            # the next call is served and refreshes with the rotated token
+            assert survived(r), f"lost after the kill (ms after the answer, keyring): {seen[-1]}"
             assert r.logins() == 1
         no_logout(r)
         mode = stat.S_IMODE((kt.state / "token-journal").stat().st_mode)
