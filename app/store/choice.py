@@ -107,23 +107,24 @@ class TokenStore:
         self.on_move: list[Callable[[], None]] = []
         """Called once the tokens are in the keyring (whoever warned of memory stops)."""
 
-    def _journal(self) -> TokenJournal | None:
+    def _journal(self, chosen: StoreChoice | None = None) -> TokenJournal | None:
         """The journal, replayed, while the tokens are in the keyring (the keyring's errors
         propagate: nothing is read from it before what a killed agent left is replayed)."""
         journal = self.journal
-        if journal is None or self.chosen.kind != KEYRING:
+        if journal is None or (chosen or self.chosen).kind != KEYRING:
             return None
         if not journal.opened:
             journal.open()
         return journal
 
     def get(self, key: str) -> bytes | None:
-        journal = self._journal()
+        chosen = self.chosen  # once: read during a move to the keyring, memory still holds them
+        journal = self._journal(chosen)
         if journal is not None:
             unsaved, value = journal.pending(key)
             if unsaved:  # newer than the keyring's copy, which the provider may have revoked
                 return value
-        return self.chosen.store.get(key)
+        return chosen.store.get(key)
 
     def set(self, key: str, value: bytes) -> None:
         with self._lock:  # not while the store moves

@@ -24,7 +24,10 @@ associated data is ``AAD`` and the key id). A record's plaintext is JSON: the st
 token set in base64 (null: the identity logged out), and when. A torn last record (a kill in
 the middle of a write) is ignored and the rest kept. A newer format is left alone and not
 written to (the journal is off; the keyring is written as before). Records under a key the
-keyring no longer holds cannot be read by anyone: the file is moved aside, never replaced.
+keyring no longer holds cannot be read by anyone: the file is moved aside, never replaced. A
+journal that cannot be rewritten at start (a full disk) is off too, and its file is cut in place
+to what the keyring refused, then to its header once the keyring has that: a record must never
+outlive a newer keyring write, or the next start would write it back over newer tokens.
 kubetray before the journal never opens this file.
 """
 
@@ -219,8 +222,21 @@ class TokenJournal:
                 self._rewrite()
             except OSError as e:
                 self._give_up(f"cannot write {self.path}: {e.strerror or e}")
+                self._shrink_in_place(data, key)
                 return
             self.opened = True
+
+    def _shrink_in_place(self, data: bytes, key: bytes) -> None:
+        """The journal is off (it could not be rewritten: a full disk, a directory that refuses
+        new files): cut the file it read down to its header and what the keyring refused, in
+        place, which needs no free space. A record the keyring took must not stay, or the next
+        start would write it back over the newer tokens the keyring gets meanwhile."""
+        if not data:
+            return
+        base = data.index(b"\n") + 1
+        body = b"".join(seal(key, k, v, self._clock()) for k, v in self._outstanding.items())
+        if _cut(self.path, base, body):
+            self._base = base if body else 0  # records on disk, cut once the keyring has them
 
     def _give_up(self, why: str) -> None:
         log.warning("token journal off: %s", why)
@@ -297,6 +313,7 @@ class TokenJournal:
         journal is not in use or the disk refused (the keyring write still follows)."""
         with self._lock:
             if not self.active or self._key is None or self._fd is None:
+                self._outstanding.pop(store_key, None)  # older than ``value``: never read again
                 return False
             blob = seal(self._key, store_key, value, self._clock())
             try:
@@ -306,8 +323,12 @@ class TokenJournal:
                 _sync(self._fd)
             except OSError as e:
                 log.warning("token journal: cannot record (the keyring write follows): %s", e)
-                with contextlib.suppress(OSError):
-                    self._rewrite()  # a torn record must not sit before the next one
+                self._outstanding.pop(store_key, None)  # older than ``value``: never read again
+                try:
+                    self._rewrite()  # without that record, and no torn one before the next
+                except OSError:
+                    with contextlib.suppress(OSError):
+                        os.ftruncate(self._fd, self._size)  # the torn tail at least: no space
                 return False
             self._outstanding[store_key] = value
             self._size += len(blob)
@@ -318,6 +339,12 @@ class TokenJournal:
         with none left, the file goes back to its header."""
         with self._lock:
             if not self.active or self._fd is None:
+                # Off: nothing was recorded since the start, so the store's ``value`` is newer
+                # than what the journal kept; once nothing is left, the file keeps nothing.
+                self._outstanding.pop(store_key, None)
+                if self.off and not self._outstanding and self._base:
+                    _cut(self.path, self._base)
+                    self._base = 0
                 return
             if store_key in self._outstanding and self._outstanding[store_key] == value:
                 del self._outstanding[store_key]
@@ -363,6 +390,31 @@ def _read(path: str) -> bytes:
         return b""
     with os.fdopen(fd, "rb") as f:
         return f.read()
+
+
+def _cut(path: str, size: int, then: bytes = b"") -> bool:
+    """Cut ``path`` to ``size`` bytes in place and write ``then`` after them, synced (a full
+    disk allows it: the bytes go where freed ones were). False when it could not be done."""
+    try:
+        fd = os.open(path, os.O_WRONLY | _NOFOLLOW | _BINARY)
+    except FileNotFoundError:
+        return False  # moved aside, or gone: nothing to replay
+    except OSError as e:
+        log.warning("token journal: cannot cut %s back: %s", path, e.strerror or e)
+        return False
+    try:
+        os.ftruncate(fd, size)
+        if then:
+            os.lseek(fd, size, os.SEEK_SET)
+            if os.write(fd, then) != len(then):
+                raise OSError("a short write")
+        _sync(fd)
+        return True
+    except OSError as e:
+        log.warning("token journal: cannot cut %s back: %s", path, e)
+        return False
+    finally:
+        os.close(fd)
 
 
 def _sync(fd: int) -> None:

@@ -188,3 +188,93 @@ def test_a_replay_the_keyring_refused_is_what_the_store_reads(tmp_path: Path) ->
     store.set("oidc/a", NEWER)  # the next save puts it right, and the journal is cut back
     assert refusing.get("oidc/a") == NEWER and store.get("oidc/a") == NEWER
     assert path.stat().st_size == path.read_bytes().index(b"\n") + 1
+
+
+NEWEST = b'{"refresh_token": "rt-SECRET-3", "access_token": "at-SECRET-3"}'
+
+
+def no_new_files(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A full disk: no file can be written anew (the journal's rewrite), though one can still be
+    cut and written where its freed bytes were."""
+
+    def full(*_: object, **__: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(jr.atomic_file, "write", full)
+
+
+def test_a_disk_full_at_start_never_brings_replayed_tokens_back_over_newer_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The replay reached the keyring but the journal could not be rewritten (off): its file is
+    cut in place, so the next start does not write the replayed tokens over what the keyring
+    got since (their refresh token was rotated away by then)."""
+    path, keyring = tmp_path / "token-journal", MemorySecretStore()
+    keyring.set("oidc/a", SECRET)
+    killed_after_record(path, keyring, NEWER)
+    with monkeypatch.context() as m:
+        no_new_files(m)
+        store = TokenStore(StoreChoice(keyring, KEYRING, None), keyring, journal=str(path))  # type: ignore[arg-type]
+        assert store.get("oidc/a") == NEWER
+        assert store.journal is not None and store.journal.state().startswith("off: cannot write")
+        store.record("oidc/a", NEWEST)  # a refresh while the disk is full
+        store.set("oidc/a", NEWEST)
+    assert path.stat().st_size == path.read_bytes().index(b"\n") + 1
+    TokenJournal(str(path), keyring).open()  # the next start, with room on the disk
+    assert keyring.get("oidc/a") == NEWEST
+
+
+def test_what_the_keyring_refused_with_the_journal_off_is_read_until_newer_tokens_are_saved(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path, keyring = tmp_path / "token-journal", MemorySecretStore()
+    keyring.set("oidc/a", SECRET)
+    keyring.set("oidc/b", SECRET)
+    j = TokenJournal(str(path), keyring)
+    j.open()
+    assert j.record("oidc/a", NEWER) and j.record("oidc/b", NEWER)
+    j.close()  # killed before either keyring write
+
+    class Refusing(MemorySecretStore):
+        def set(self, key: str, value: bytes) -> None:
+            if key == "oidc/a" and value == NEWER:
+                raise StoreUnavailable("the OS keyring did not answer within 15 s")
+            super().set(key, value)
+
+    refusing = Refusing()
+    for k, v in keyring.items():
+        MemorySecretStore.set(refusing, k, v)
+    with monkeypatch.context() as m:
+        no_new_files(m)
+        store = TokenStore(StoreChoice(refusing, KEYRING, None), refusing, journal=str(path))  # type: ignore[arg-type]
+        assert store.get("oidc/a") == NEWER  # refused: the journal's, kept on disk
+        assert store.get("oidc/b") == NEWER  # taken by the keyring, and cut from the file
+        store.record("oidc/b", NEWEST)
+        store.set("oidc/b", NEWEST)
+        then = MemorySecretStore()  # a kill now: the next start, on the keyring as it is
+        for k, v in refusing.items():
+            then.set(k, v)
+        TokenJournal(str(path), then).open()
+        assert then.get("oidc/a") == NEWER  # back from the journal
+        assert then.get("oidc/b") == NEWEST  # never oidc/b's older record over it
+        store.record("oidc/a", NEWEST)
+        store.set("oidc/a", NEWEST)
+        assert store.get("oidc/a") == NEWEST  # the keyring's now: newer than the journal's
+    assert path.stat().st_size == path.read_bytes().index(b"\n") + 1
+
+
+def test_a_record_the_disk_refused_leaves_no_older_one_to_read_or_replay(tmp_path: Path) -> None:
+    path, keyring = tmp_path / "token-journal", MemorySecretStore()
+    keyring.set("oidc/a", SECRET)
+    store = TokenStore(StoreChoice(keyring, KEYRING, None), keyring, journal=str(path))  # type: ignore[arg-type]
+    assert store.get("oidc/a") == SECRET
+    store.record("oidc/a", NEWER)  # its keyring write failed: the journal has it
+    journal = store.journal
+    assert journal is not None and journal._fd is not None
+    os.close(journal._fd)
+    journal._fd = os.open(path, os.O_RDONLY)  # the next record's write fails (EBADF)
+    store.record("oidc/a", NEWEST)
+    assert store.get("oidc/a") == SECRET  # the keyring's: the journal's NEWER is older than
+    store.set("oidc/a", NEWEST)  # what memory holds, which goes to the keyring now
+    TokenJournal(str(path), keyring).open()
+    assert keyring.get("oidc/a") == NEWEST
