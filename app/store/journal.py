@@ -123,18 +123,8 @@ def parse(data: bytes, key: bytes | None) -> tuple[dict[str, Any], Records, str]
         raise KeyError(str(doc.get("key")))
     aead, aad = AESGCM(key), AAD + key_id(key).encode()
     records: Records = []
-    at = 0
-    while at < len(rest):
-        left = len(rest) - at
-        if left < _LEN.size:
-            return doc, records, "a torn last record"
-        (size,) = _LEN.unpack_from(rest, at)
-        if size > MAX_RECORD or size < _NONCE + 16:
-            return doc, records, f"a damaged record at byte {at} and {left} bytes after it"
-        if left < _LEN.size + size:
-            return doc, records, "a torn last record"
-        body = rest[at + _LEN.size : at + _LEN.size + size]
-        at += _LEN.size + size
+    bodies, skipped = frames(rest)
+    for end, body in bodies:
         try:
             plain = json.loads(aead.decrypt(body[:_NONCE], body[_NONCE:], aad))
             value = plain["tokens"]
@@ -142,9 +132,28 @@ def parse(data: bytes, key: bytes | None) -> tuple[dict[str, Any], Records, str]
                 (str(plain["key"]), base64.b64decode(value) if value is not None else None)
             )
         except (InvalidTag, ValueError, KeyError, TypeError):
-            last = at >= len(rest)
-            return doc, records, "a torn last record" if last else f"a damaged record at {at}"
-    return doc, records, ""
+            last = end >= len(rest)
+            return doc, records, "a torn last record" if last else f"a damaged record at {end}"
+    return doc, records, skipped
+
+
+def frames(rest: bytes) -> tuple[list[tuple[int, bytes]], str]:
+    """The records after the header line, as written: (the offset each ends at, its nonce and
+    ciphertext), in order; then what could not be framed (a torn or damaged tail), or ""."""
+    out: list[tuple[int, bytes]] = []
+    at = 0
+    while at < len(rest):
+        left = len(rest) - at
+        if left < _LEN.size:
+            return out, "a torn last record"
+        (size,) = _LEN.unpack_from(rest, at)
+        if size > MAX_RECORD or size < _NONCE + 16:
+            return out, f"a damaged record at byte {at} and {left} bytes after it"
+        if left < _LEN.size + size:
+            return out, "a torn last record"
+        at += _LEN.size + size
+        out.append((at, rest[at - size : at]))
+    return out, ""
 
 
 def newest(records: Records) -> dict[str, bytes | None]:
@@ -312,8 +321,8 @@ class TokenJournal:
         """Put ``value`` (None: logged out) on disk for ``store_key``, synced; False when the
         journal is not in use or the disk refused (the keyring write still follows)."""
         with self._lock:
+            self._outstanding.pop(store_key, None)  # older than ``value``: never read again
             if not self.active or self._key is None or self._fd is None:
-                self._outstanding.pop(store_key, None)  # older than ``value``: never read again
                 return False
             blob = seal(self._key, store_key, value, self._clock())
             try:
@@ -323,7 +332,6 @@ class TokenJournal:
                 _sync(self._fd)
             except OSError as e:
                 log.warning("token journal: cannot record (the keyring write follows): %s", e)
-                self._outstanding.pop(store_key, None)  # older than ``value``: never read again
                 try:
                     self._rewrite()  # without that record, and no torn one before the next
                 except OSError:

@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from app.store import journal as jr
 from tests.apiserver import APIServer, id_tokens_of
 from tests.fault_proxy import FaultProxy, provider_behind_proxy
 from tests.idp import BROWSE, IdP, browser_available
@@ -457,18 +458,8 @@ def test_sigkill_right_after_a_refresh_answer(kt: KubetrayEnv, keyring_session: 
 
 
 def journal_records(journal: Path) -> set[bytes]:
-    """The whole records in the token journal (after its header line, each a 4-byte length and
-    that many bytes): a record still being written is not one yet."""
-    data = journal.read_bytes()
-    at = data.find(b"\n") + 1
-    records = set()
-    while at > 0 and at + 4 <= len(data):
-        end = at + 4 + int.from_bytes(data[at : at + 4], "big")
-        if end > len(data):
-            break
-        records.add(data[at:end])
-        at = end
-    return records
+    """The whole records in the token journal: a record still being written is not one yet."""
+    return {body for _, body in jr.frames(journal.read_bytes().partition(b"\n")[2])[0]}
 
 
 def journal_moment(

@@ -4,6 +4,7 @@ start, and nothing in the file can be read without the keyring's key."""
 import json
 import os
 import stat
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -26,6 +27,24 @@ def killed_after_record(path: Path, keyring: MemorySecretStore, *values: bytes |
     for value in values:
         assert j.record("oidc/a", value)
     j.close()
+
+
+class Refusing(MemorySecretStore):
+    """A keyring holding what ``source`` holds, that refuses the writes ``refuses(key, value)``
+    names (a timeout, a full disk for a sealed file)."""
+
+    def __init__(
+        self, source: MemorySecretStore, refuses: Callable[[str, bytes], bool] = lambda k, v: False
+    ) -> None:
+        super().__init__()
+        for k, v in source.items():
+            super().set(k, v)
+        self.refuses = refuses
+
+    def set(self, key: str, value: bytes) -> None:
+        if self.refuses(key, value):
+            raise StoreUnavailable("the OS keyring did not answer within 15 s")
+        super().set(key, value)
 
 
 def test_a_record_the_keyring_lacks_is_replayed_and_the_file_cut_back(tmp_path: Path) -> None:
@@ -170,21 +189,11 @@ def test_a_replay_the_keyring_refused_is_what_the_store_reads(tmp_path: Path) ->
     keyring.set("oidc/a", SECRET)
     killed_after_record(path, keyring, NEWER)
 
-    class Refusing(MemorySecretStore):
-        refuse = True
-
-        def set(self, key: str, value: bytes) -> None:
-            if self.refuse and key != jr.KEY_ITEM:
-                raise StoreUnavailable("the OS keyring did not answer within 15 s")
-            super().set(key, value)
-
-    refusing = Refusing()
-    for k, v in keyring.items():
-        MemorySecretStore.set(refusing, k, v)
+    refusing = Refusing(keyring, lambda k, v: k != jr.KEY_ITEM)
     store = TokenStore(StoreChoice(refusing, KEYRING, None), refusing, journal=str(path))  # type: ignore[arg-type]
     assert store.get("oidc/a") == NEWER
     assert store.journal is not None and store.journal.state() == "on (1 unsaved)"
-    refusing.refuse = False
+    refusing.refuses = lambda k, v: False
     store.set("oidc/a", NEWER)  # the next save puts it right, and the journal is cut back
     assert refusing.get("oidc/a") == NEWER and store.get("oidc/a") == NEWER
     assert path.stat().st_size == path.read_bytes().index(b"\n") + 1
@@ -235,15 +244,7 @@ def test_what_the_keyring_refused_with_the_journal_off_is_read_until_newer_token
     assert j.record("oidc/a", NEWER) and j.record("oidc/b", NEWER)
     j.close()  # killed before either keyring write
 
-    class Refusing(MemorySecretStore):
-        def set(self, key: str, value: bytes) -> None:
-            if key == "oidc/a" and value == NEWER:
-                raise StoreUnavailable("the OS keyring did not answer within 15 s")
-            super().set(key, value)
-
-    refusing = Refusing()
-    for k, v in keyring.items():
-        MemorySecretStore.set(refusing, k, v)
+    refusing = Refusing(keyring, lambda k, v: (k, v) == ("oidc/a", NEWER))
     with monkeypatch.context() as m:
         no_new_files(m)
         store = TokenStore(StoreChoice(refusing, KEYRING, None), refusing, journal=str(path))  # type: ignore[arg-type]
@@ -251,9 +252,7 @@ def test_what_the_keyring_refused_with_the_journal_off_is_read_until_newer_token
         assert store.get("oidc/b") == NEWER  # taken by the keyring, and cut from the file
         store.record("oidc/b", NEWEST)
         store.set("oidc/b", NEWEST)
-        then = MemorySecretStore()  # a kill now: the next start, on the keyring as it is
-        for k, v in refusing.items():
-            then.set(k, v)
+        then = Refusing(refusing)  # a kill now: the next start, on the keyring as it is
         TokenJournal(str(path), then).open()
         assert then.get("oidc/a") == NEWER  # back from the journal
         assert then.get("oidc/b") == NEWEST  # never oidc/b's older record over it
